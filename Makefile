@@ -1,0 +1,41 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+# Both create .venv on first use with the CPU build of torch (a bare `torch` requirement would
+# pull a multi-GB CUDA build) and install ncompass in editable mode.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_PIN ?= torch==2.13.0
+
+.PHONY: setup demo test lint typecheck unit bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_PIN)"
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(PY) -m ncompass run --config configs/attn.yaml --output-dir traces/demo --trace-name attn examples/tiny_transformer.py
+	$(PY) -m ncompass summarize traces/demo/attn.json --top 10
+
+lint: setup
+	$(PY) -m ruff check ncompass tests benchmarks examples
+	$(PY) -m ruff format --check ncompass tests benchmarks examples
+
+typecheck: setup
+	$(PY) -m mypy
+
+unit: setup
+	$(PY) -m pytest -n 2 -q
+
+test: lint typecheck unit
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache traces

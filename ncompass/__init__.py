@@ -1,0 +1,60 @@
+"""ncompass: instrument code you do not own, capture traces, and see where the time went.
+
+The public objects are imported lazily on first attribute access, so ``import ncompass`` stays
+cheap and never imports torch, libcst or the trace reader.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ncompass._version import __version__
+from ncompass.errors import (
+    CaptureError,
+    ContextError,
+    NcompassError,
+    RewriteError,
+    SpecError,
+    TraceError,
+)
+
+if TYPE_CHECKING:
+    from ncompass.importer.hook import disable_rewrites, enable_full_trace_mode, enable_rewrites
+    from ncompass.spec.models import RewriteConfig
+
+# public name -> module that defines it
+_LAZY: dict[str, str] = {
+    "RewriteConfig": "ncompass.spec.models",
+    "enable_rewrites": "ncompass.importer.hook",
+    "disable_rewrites": "ncompass.importer.hook",
+    "enable_full_trace_mode": "ncompass.importer.hook",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'ncompass' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [
+    "CaptureError",
+    "ContextError",
+    "NcompassError",
+    "RewriteConfig",
+    "RewriteError",
+    "SpecError",
+    "TraceError",
+    "__version__",
+    "disable_rewrites",
+    "enable_full_trace_mode",
+    "enable_rewrites",
+]

@@ -1,0 +1,1 @@
+"""Where the time went: breakdowns, bottleneck rules, recommendations and summaries."""

@@ -1,0 +1,1 @@
+"""GPU utilisation monitoring: gpu_profile, GpuMonitor and GpuSummary."""

@@ -1,0 +1,1 @@
+"""Compatibility surface of the seed nCompass SDK (`ncompass.trace`): re-exports only."""

@@ -1,0 +1,1 @@
+"""Seed paths of the range context classes (`ncompass.trace.profile.torch`, `.nvtx`)."""

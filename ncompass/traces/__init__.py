@@ -1,0 +1,1 @@
+"""Streaming Chrome/Kineto trace reading and writing, filtering, linking and merging."""
