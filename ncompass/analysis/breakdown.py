@@ -1,0 +1,211 @@
+"""Temporal and kernel-type breakdown of GPU time per rank, as DESIGN.md defines it.
+
+Per rank (one trace file): ``kernel_span_us`` runs from the first GPU event's start to the last
+one's end; ``idle_us`` is the span minus the union of all GPU event intervals; ``compute_us`` is
+the union of computation intervals; ``non_compute_us`` is what is left. ``kernel_types`` sums
+each class's union over ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ncompass.analysis.idle import IdleGaps, classify_idle_gaps
+from ncompass.analysis.intervals import intersection_length, total_length, union
+from ncompass.analysis.launches import LaunchStatistics, launch_statistics
+from ncompass.errors import TraceError
+from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace, marker_group
+
+_COMPUTATION, _COMMUNICATION, _MEMORY = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class RankBreakdown:
+    """Where one rank's GPU time went.
+
+    Attributes:
+        rank: ``distributedInfo.rank``, else the file's position on the command line.
+        path: The trace file.
+        kernel_span_us: First GPU event start to last GPU event end.
+        idle_us: Span minus the union of all GPU event intervals.
+        compute_us: Union of computation intervals.
+        non_compute_us: ``kernel_span_us - idle_us - compute_us``.
+        gpu_events: GPU events counted.
+        computation_us, communication_us, memory_us: Union of each class's intervals.
+        communication_overlapped_us: Communication time that overlapped computation.
+        launches: Kernel-launch statistics.
+        idle_gaps: Idle gaps classified as host-bound or not.
+        window: Which GPU events were counted ("all", or "before the last ProfilerStep").
+    """
+
+    rank: int
+    path: str
+    kernel_span_us: float
+    idle_us: float
+    compute_us: float
+    non_compute_us: float
+    gpu_events: int
+    computation_us: float
+    communication_us: float
+    memory_us: float
+    communication_overlapped_us: float
+    launches: LaunchStatistics
+    idle_gaps: IdleGaps
+    window: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: DESIGN.md's keys first, then the extras."""
+        return {
+            "kernel_span_us": self.kernel_span_us,
+            "idle_us": self.idle_us,
+            "compute_us": self.compute_us,
+            "non_compute_us": self.non_compute_us,
+            "gpu_events": self.gpu_events,
+            "path": self.path,
+            "window": self.window,
+            "computation_us": self.computation_us,
+            "communication_us": self.communication_us,
+            "memory_us": self.memory_us,
+            "communication_overlapped_us": self.communication_overlapped_us,
+            "launches": self.launches.to_dict(),
+            "idle_gaps": self.idle_gaps.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """The breakdown of several ranks, and the kernel-type totals over them."""
+
+    ranks: tuple[RankBreakdown, ...]
+
+    @property
+    def computation_us(self) -> float:
+        """Union of computation intervals, summed over ranks."""
+        return sum(rank.computation_us for rank in self.ranks)
+
+    @property
+    def communication_us(self) -> float:
+        """Union of communication intervals, summed over ranks."""
+        return sum(rank.communication_us for rank in self.ranks)
+
+    @property
+    def memory_us(self) -> float:
+        """Union of memory intervals, summed over ranks."""
+        return sum(rank.memory_us for rank in self.ranks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``ncompass breakdown --json`` (DESIGN.md, plus extra keys)."""
+        return {
+            "ranks": {str(rank.rank): rank.to_dict() for rank in self.ranks},
+            "kernel_types": {
+                "computation_us": self.computation_us,
+                "communication_us": self.communication_us,
+                "memory_us": self.memory_us,
+            },
+        }
+
+
+def breakdown(
+    paths: Sequence[str | Path],
+    *,
+    exclude_last_profiler_step: bool = False,
+    progress: bool | None = None,
+) -> Breakdown:
+    """Break down the GPU time of each trace file (one file per rank).
+
+    Args:
+        paths: Trace files, one per rank.
+        exclude_last_profiler_step: Count only GPU events launched before the last
+            ``ProfilerStep#N`` started, as Holistic Trace Analysis does by default (the last
+            step is often cut short). Has no effect on traces with fewer than two steps.
+        progress: Progress bar on stderr (None: only on a terminal, for large files).
+
+    Returns:
+        The breakdown.
+
+    Raises:
+        TraceError: A file is missing or corrupt, or two files claim the same rank.
+    """
+    ranks: list[RankBreakdown] = []
+    owners: dict[int, str] = {}
+    for position, path in enumerate(paths):
+        trace = link_trace(path, progress=progress)
+        rank = trace.rank if trace.rank is not None else position
+        if rank in owners:
+            raise TraceError(
+                f"{path} and {owners[rank]} are both rank {rank}: pass one trace per rank"
+            )
+        owners[rank] = str(path)
+        ranks.append(
+            rank_breakdown(trace, rank, exclude_last_profiler_step=exclude_last_profiler_step)
+        )
+    return Breakdown(tuple(ranks))
+
+
+def rank_breakdown(
+    trace: LinkedTrace, rank: int, *, exclude_last_profiler_step: bool = False
+) -> RankBreakdown:
+    """Break down one linked trace.
+
+    Args:
+        trace: The linked trace of one rank.
+        rank: The rank to report it as.
+        exclude_last_profiler_step: See :func:`breakdown`.
+
+    Returns:
+        The rank's breakdown.
+    """
+    selected, window = _selected_gpu_events(trace, exclude_last_profiler_step)
+    gpu = trace.gpu
+    by_start = sorted(selected, key=gpu.start.__getitem__)
+    intervals_by_class: tuple[list[tuple[float, float]], ...] = ([], [], [])
+    for index in by_start:
+        start = gpu.start[index]
+        intervals_by_class[gpu.kernel_class[index]].append((start, start + gpu.duration[index]))
+    busy = union(interval for intervals in intervals_by_class for interval in intervals)
+    computation = union(intervals_by_class[_COMPUTATION])
+    communication = union(intervals_by_class[_COMMUNICATION])
+    memory = union(intervals_by_class[_MEMORY])
+    span = busy[-1][1] - busy[0][0] if busy else 0.0
+    idle = span - total_length(busy)
+    compute = total_length(computation)
+    return RankBreakdown(
+        rank=rank,
+        path=str(trace.path),
+        kernel_span_us=span,
+        idle_us=idle,
+        compute_us=compute,
+        non_compute_us=span - idle - compute,
+        gpu_events=len(selected),
+        computation_us=compute,
+        communication_us=total_length(communication),
+        memory_us=total_length(memory),
+        communication_overlapped_us=intersection_length(communication, computation),
+        launches=launch_statistics(trace, by_start),
+        idle_gaps=classify_idle_gaps(trace, by_start),
+        window=window,
+    )
+
+
+def _selected_gpu_events(
+    trace: LinkedTrace, exclude_last_profiler_step: bool
+) -> tuple[list[int], str]:
+    everything = list(range(len(trace.gpu)))
+    if not exclude_last_profiler_step:
+        return everything, "all"
+    step_starts = [
+        marker.start for marker in trace.markers if marker_group(marker.name) == "ProfilerStep#*"
+    ]
+    if len(step_starts) < 2:
+        return everything, "all (fewer than two ProfilerSteps)"
+    cutoff = max(step_starts)
+    launch_start = trace.launches.start
+    selected = [
+        index
+        for index, launch in enumerate(trace.gpu.launch)
+        if launch != NO_LINK and launch_start[launch] < cutoff
+    ]
+    return selected, "launched before the last ProfilerStep"

@@ -1,0 +1,148 @@
+"""GPU idle gaps and why they happened: was the GPU waiting for the host to launch work?"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ncompass.traces.link import NO_LINK, LinkedTrace, marker_group
+
+_LARGEST_KEPT = 5
+
+
+@dataclass(frozen=True)
+class IdleGap:
+    """One interval in which no GPU event of the rank ran.
+
+    Attributes:
+        start: When the GPU went idle (µs).
+        end: When the next GPU event started (µs).
+        host_bound: True when the next event's launch started at or after ``start`` (the GPU
+            waited for the host); False when it was launched before (queued behind something
+            else); None when that event has no launch in the trace.
+        next_event: Name of the GPU event that ended the gap.
+        marker: The marker that launched it, when known.
+    """
+
+    start: float
+    end: float
+    host_bound: bool | None
+    next_event: str
+    marker: str | None
+
+    @property
+    def duration(self) -> float:
+        """Length of the gap in microseconds."""
+        return self.end - self.start
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "start_us": self.start,
+            "duration_us": self.duration,
+            "host_bound": self.host_bound,
+            "next_event": self.next_event,
+            "marker": self.marker,
+        }
+
+
+@dataclass(frozen=True)
+class IdleGaps:
+    """Idle gaps of one rank, totalled by cause, with the largest ones."""
+
+    count: int = 0
+    total_us: float = 0.0
+    host_bound_count: int = 0
+    host_bound_us: float = 0.0
+    not_host_bound_count: int = 0
+    not_host_bound_us: float = 0.0
+    unknown_count: int = 0
+    unknown_us: float = 0.0
+    largest: tuple[IdleGap, ...] = field(default_factory=tuple)
+    host_bound_us_by_marker: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "count": self.count,
+            "total_us": self.total_us,
+            "host_bound_count": self.host_bound_count,
+            "host_bound_us": self.host_bound_us,
+            "not_host_bound_count": self.not_host_bound_count,
+            "not_host_bound_us": self.not_host_bound_us,
+            "unknown_count": self.unknown_count,
+            "unknown_us": self.unknown_us,
+            "host_bound_us_by_marker": dict(self.host_bound_us_by_marker),
+            "largest": [gap.to_dict() for gap in self.largest],
+        }
+
+
+def classify_idle_gaps(trace: LinkedTrace, by_start: Sequence[int]) -> IdleGaps:
+    """Find the gaps between GPU events and classify each by the launch of the event after it.
+
+    Args:
+        trace: The linked trace.
+        by_start: Indices of the GPU events to consider, sorted by start time.
+
+    Returns:
+        The gaps, totalled as host-bound, not host-bound and unknown.
+    """
+    gpu = trace.gpu
+    counts: dict[bool | None, int] = {True: 0, False: 0, None: 0}
+    durations: dict[bool | None, float] = {True: 0.0, False: 0.0, None: 0.0}
+    by_marker: dict[str, float] = {}
+    largest: list[tuple[float, int, IdleGap]] = []  # a min-heap of the biggest gaps
+    busy_until = float("inf")
+    for index in by_start:
+        start = gpu.start[index]
+        if start > busy_until:
+            gap = _gap(trace, busy_until, index)
+            counts[gap.host_bound] += 1
+            durations[gap.host_bound] += gap.duration
+            if gap.host_bound and gap.marker is not None:
+                by_marker[gap.marker] = by_marker.get(gap.marker, 0.0) + gap.duration
+            entry = (gap.duration, index, gap)
+            if len(largest) < _LARGEST_KEPT:
+                heapq.heappush(largest, entry)
+            elif _size_then_index(entry) > _size_then_index(largest[0]):
+                heapq.heapreplace(largest, entry)
+        end = start + gpu.duration[index]
+        if end > busy_until or busy_until == float("inf"):
+            busy_until = end
+    return IdleGaps(
+        count=sum(counts.values()),
+        total_us=sum(durations.values()),
+        host_bound_count=counts[True],
+        host_bound_us=durations[True],
+        not_host_bound_count=counts[False],
+        not_host_bound_us=durations[False],
+        unknown_count=counts[None],
+        unknown_us=durations[None],
+        largest=tuple(entry[2] for entry in sorted(largest, key=_size_then_index, reverse=True)),
+        host_bound_us_by_marker=dict(sorted(by_marker.items(), key=lambda item: -item[1])),
+    )
+
+
+def _size_then_index(entry: tuple[float, int, IdleGap]) -> tuple[float, int]:
+    return entry[0], entry[1]
+
+
+def _gap(trace: LinkedTrace, idle_since: float, next_index: int) -> IdleGap:
+    gpu = trace.gpu
+    launch = gpu.launch[next_index]
+    host_bound: bool | None = None
+    marker_name: str | None = None
+    if launch != NO_LINK:
+        host_bound = trace.launches.start[launch] >= idle_since
+        marker = trace.launches.marker[launch]
+        if marker != NO_LINK:
+            marker_name = marker_group(trace.markers[marker].name)
+    return IdleGap(
+        start=idle_since,
+        end=gpu.start[next_index],
+        host_bound=host_bound,
+        next_event=trace.names[gpu.name[next_index]],
+        marker=marker_name,
+    )

@@ -1,0 +1,86 @@
+"""Kernel-launch statistics: how long launches take on the CPU and wait before the GPU runs them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ncompass.analysis.distribution import Distribution
+from ncompass.traces.link import NO_LINK, LinkedTrace
+
+
+@dataclass(frozen=True)
+class LaunchStatistics:
+    """How the GPU events of one rank relate to their CPU launches.
+
+    Attributes:
+        gpu_events: GPU events considered.
+        linked: Those whose launch was found through ``args.correlation``.
+        launch_delay_us: GPU start minus launch start, over linked events.
+        launch_cpu_us: CPU duration of the launch calls, over linked events.
+        gpu_duration_us: GPU duration of the linked events.
+        shorter_than_launch: Linked GPU events that ran for less time than their launch call took
+            on the CPU: the GPU finishes them faster than the host can issue them.
+    """
+
+    gpu_events: int
+    linked: int
+    launch_delay_us: Distribution
+    launch_cpu_us: Distribution
+    gpu_duration_us: Distribution
+    shorter_than_launch: int
+
+    @property
+    def unlinked(self) -> int:
+        """GPU events with no CPU launch in the trace."""
+        return self.gpu_events - self.linked
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "gpu_events": self.gpu_events,
+            "linked": self.linked,
+            "unlinked": self.unlinked,
+            "shorter_than_launch": self.shorter_than_launch,
+            "launch_delay_us": self.launch_delay_us.to_dict(),
+            "launch_cpu_us": self.launch_cpu_us.to_dict(),
+            "gpu_duration_us": self.gpu_duration_us.to_dict(),
+        }
+
+
+def launch_statistics(trace: LinkedTrace, selected: Sequence[int]) -> LaunchStatistics:
+    """Compute launch statistics over some GPU events of a trace.
+
+    Args:
+        trace: The linked trace.
+        selected: Indices of the GPU events to consider.
+
+    Returns:
+        The statistics.
+    """
+    gpu = trace.gpu
+    launches = trace.launches
+    delays: list[float] = []
+    cpu_durations: list[float] = []
+    gpu_durations: list[float] = []
+    shorter = 0
+    for index in selected:
+        launch = gpu.launch[index]
+        if launch == NO_LINK:
+            continue
+        gpu_duration = gpu.duration[index]
+        cpu_duration = launches.duration[launch]
+        delays.append(gpu.start[index] - launches.start[launch])
+        cpu_durations.append(cpu_duration)
+        gpu_durations.append(gpu_duration)
+        if gpu_duration < cpu_duration:
+            shorter += 1
+    return LaunchStatistics(
+        gpu_events=len(selected),
+        linked=len(delays),
+        launch_delay_us=Distribution.of(delays),
+        launch_cpu_us=Distribution.of(cpu_durations),
+        gpu_duration_us=Distribution.of(gpu_durations),
+        shorter_than_launch=shorter,
+    )

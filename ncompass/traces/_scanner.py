@@ -1,0 +1,286 @@
+"""Cut a Chrome trace's JSON text into events, incrementally, without holding the whole file.
+
+The bytes arrive in chunks. Between events the text always looks like ``}`` ``,`` ``{`` (with
+optional whitespace), so the scanner guesses the last such boundary in its buffer and asks orjson
+to decode everything before it as one array: when the guess is wrong (the boundary was inside a
+nested value or a string) the slice is unbalanced JSON and orjson rejects it, so a successful
+decode proves the cut. Wrong guesses are rare in real traces; after a few the scanner switches,
+for that buffer, to an exact tokenizer that tracks string and bracket depth. Errors carry the byte
+offset into the (decompressed) JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import orjson
+
+from ncompass.traces.events import Event
+
+_BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
+_OBJECT_START = re.compile(rb"\s*:\s*\[")
+_WHITESPACE = re.compile(rb"[ \t\r\n]*")
+# A string (possibly unterminated at the end of the buffer) or one structural character.
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\Z)|[{}\[\]]', re.DOTALL)
+_TRACE_EVENTS_KEY = b'"traceEvents"'
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+# How many wrong guesses per buffer before the exact tokenizer takes over.
+_MAX_GUESSES = 3
+# A header (the keys before traceEvents) larger than this is not a trace we can stream.
+_MAX_HEADER_BYTES = 256 << 20
+
+_HEADER, _EVENTS, _TAIL = "header", "events", "tail"
+
+
+class ScanError(Exception):
+    """The JSON text is truncated or malformed at ``offset`` (a byte offset into the text)."""
+
+    def __init__(self, offset: int, detail: str) -> None:
+        super().__init__(detail)
+        self.offset = offset
+        self.detail = detail
+
+
+class EventScanner:
+    """Incrementally decode the ``traceEvents`` of a Chrome trace from chunks of its JSON text.
+
+    Feed chunks in order with :meth:`feed`, then call :meth:`close`. Both return the events that
+    became complete. :attr:`metadata` holds every top-level key except ``traceEvents`` (the ones
+    after the events, such as ``baseTimeNanoseconds``, only once :meth:`close` returned).
+    """
+
+    def __init__(self) -> None:
+        self.metadata: dict[str, Any] = {}
+        self._buffer = b""
+        self._position = 0  # index in _buffer of the first byte not yet consumed
+        self._consumed_before_buffer = 0  # absolute offset of _buffer[0]
+        self._state = _HEADER
+        self._header_search_from = 0
+        self._is_bare_array = False
+        self._saw_any_byte = False
+
+    @property
+    def offset(self) -> int:
+        """Absolute byte offset of the first byte not yet turned into events."""
+        return self._consumed_before_buffer + self._position
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """Add the next chunk of JSON text; return the events it completed."""
+        if not chunk:
+            return []
+        self._saw_any_byte = True
+        if self._position:
+            self._buffer = self._buffer[self._position :] + chunk
+            self._consumed_before_buffer += self._position
+            self._header_search_from = max(0, self._header_search_from - self._position)
+            self._position = 0
+        else:
+            self._buffer += chunk
+        return self._advance(final=False)
+
+    def close(self) -> list[Event]:
+        """Signal the end of the text; return the last events, or raise :class:`ScanError`."""
+        events = self._advance(final=True)
+        if self._state == _HEADER:
+            self._parse_document_without_events()
+        elif self._state == _EVENTS:
+            raise ScanError(
+                self.offset,
+                "the text ends inside the traceEvents array (the file is truncated)",
+            )
+        else:
+            self._parse_tail()
+        return events
+
+    # -- states ---------------------------------------------------------------------------------
+
+    def _advance(self, final: bool) -> list[Event]:
+        events: list[Event] = []
+        if self._state == _HEADER:
+            self._find_events_start(final)
+        if self._state == _EVENTS:
+            self._cut_events(events)
+        return events
+
+    def _find_events_start(self, final: bool) -> None:
+        buffer = self._buffer
+        start = _WHITESPACE.match(buffer, 0).end()  # type: ignore[union-attr]
+        if buffer.startswith(_UTF8_BOM, start):
+            start = _WHITESPACE.match(buffer, start + len(_UTF8_BOM)).end()  # type: ignore[union-attr]
+        if start >= len(buffer):
+            return
+        first = buffer[start : start + 1]
+        if first == b"[":
+            self._is_bare_array = True
+            self._enter_events(start + 1)
+            return
+        if first != b"{":
+            raise ScanError(start, "it is not JSON: a trace starts with '{' or '['")
+        search_from = max(start, self._header_search_from)
+        while True:
+            key = buffer.find(_TRACE_EVENTS_KEY, search_from)
+            if key < 0:
+                self._header_search_from = max(start, len(buffer) - len(_TRACE_EVENTS_KEY))
+                if len(buffer) > _MAX_HEADER_BYTES and not final:
+                    raise ScanError(start, "no traceEvents array in the first 256 MiB")
+                return
+            opening = _OBJECT_START.match(buffer, key + len(_TRACE_EVENTS_KEY))
+            if opening is not None:
+                header = buffer[start:key].rstrip(b" \t\r\n").rstrip(b",")
+                try:
+                    decoded = orjson.loads(header + b"}")
+                except orjson.JSONDecodeError:
+                    decoded = None  # the key text sat inside a string; look further
+                if isinstance(decoded, dict):
+                    self.metadata.update(decoded)
+                    self._enter_events(opening.end())
+                    return
+            elif key + len(_TRACE_EVENTS_KEY) + 64 > len(buffer) and not final:
+                return  # the ':' '[' after the key may still be on its way
+            search_from = key + 1
+
+    def _enter_events(self, position: int) -> None:
+        self._state = _EVENTS
+        self._position = position
+
+    def _cut_events(self, events: list[Event]) -> None:
+        buffer = self._buffer
+        while True:
+            position = _WHITESPACE.match(buffer, self._position).end()  # type: ignore[union-attr]
+            self._position = position
+            if position >= len(buffer):
+                return
+            head = buffer[position]
+            if head == 0x5D:  # ']'
+                self._state = _TAIL
+                self._position = position + 1
+                return
+            if head == 0x2C:  # the ',' after an event the exact tokenizer cut
+                self._position = position + 1
+                continue
+            if head == 0x7B and self._cut_by_guessing(events):  # '{'
+                continue
+            if not self._cut_exactly(events):
+                return
+
+    def _cut_by_guessing(self, events: list[Event]) -> bool:
+        buffer = self._buffer
+        start = self._position
+        high = len(buffer)
+        guesses = 0
+        while guesses < _MAX_GUESSES:
+            close = buffer.rfind(b"}", start, high)
+            if close < 0:
+                return False
+            boundary = _BETWEEN_EVENTS.match(buffer, close)
+            high = close
+            if boundary is None:
+                continue
+            guesses += 1
+            try:
+                decoded = orjson.loads(b"[" + buffer[start : close + 1] + b"]")
+            except orjson.JSONDecodeError:
+                continue
+            events.extend(item for item in decoded if isinstance(item, dict))
+            self._position = boundary.end() - 1
+            return True
+        return False
+
+    def _cut_exactly(self, events: list[Event]) -> bool:
+        """Find complete events by tokenizing; decode them; False when more text is needed."""
+        buffer = self._buffer
+        depth = 0
+        element_start = -1
+        spans: list[tuple[int, int]] = []
+        for token in _TOKEN.finditer(buffer, self._position):
+            text = token.group()
+            if depth == 0:
+                between = buffer[self._position if not spans else spans[-1][1] : token.start()]
+                if between.strip(b" \t\r\n,"):
+                    raise ScanError(
+                        self._consumed_before_buffer + token.start(),
+                        "traceEvents holds something that is not an event object",
+                    )
+            if text == b"{" or text == b"[":
+                if depth == 0:
+                    element_start = token.start()
+                depth += 1
+            elif text == b"}" or text == b"]":
+                if depth == 0:
+                    break  # the ']' that closes traceEvents
+                depth -= 1
+                if depth == 0:
+                    spans.append((element_start, token.end()))
+                    if len(spans) >= 4096:
+                        break
+            elif depth == 0:
+                raise ScanError(
+                    self._consumed_before_buffer + token.start(),
+                    "traceEvents holds a string where an event object belongs",
+                )
+        if not spans:
+            return False
+        for start, end in spans:
+            decoded = self._decode_one(start, end)
+            if isinstance(decoded, dict):
+                events.append(decoded)
+        self._position = spans[-1][1]
+        return True
+
+    def _decode_one(self, start: int, end: int) -> Any:
+        text = self._buffer[start:end]
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+        # The stdlib decoder accepts what some exporters write and orjson refuses (NaN, Infinity,
+        # invalid UTF-8 in names once replaced).
+        try:
+            return json.loads(text.decode("utf-8", errors="replace"))
+        except json.JSONDecodeError as error:
+            raise ScanError(
+                self._consumed_before_buffer + start + error.pos,
+                f"malformed JSON in an event ({error.msg})",
+            ) from None
+
+    def _parse_tail(self) -> None:
+        tail = self._buffer[self._position :].strip(b" \t\r\n")
+        if self._is_bare_array:
+            if tail:
+                raise ScanError(self.offset, "unexpected text after the event array")
+            return
+        if tail == b"}":
+            return
+        if not tail:
+            raise ScanError(self.offset, "the text ends before the closing '}' (truncated)")
+        if not tail.startswith(b","):
+            raise ScanError(self.offset, "unexpected text after the traceEvents array")
+        try:
+            decoded = orjson.loads(b"{" + tail[1:])
+        except orjson.JSONDecodeError as error:
+            raise ScanError(
+                self.offset + error.pos,
+                f"malformed JSON after the traceEvents array ({error.msg})",
+            ) from None
+        if isinstance(decoded, dict):
+            self.metadata.update(decoded)
+
+    def _parse_document_without_events(self) -> None:
+        """The text ended before any traceEvents array: it is either tiny or not a trace."""
+        text = self._buffer.strip(b" \t\r\n")
+        if text.startswith(_UTF8_BOM):
+            text = text[len(_UTF8_BOM) :].strip(b" \t\r\n")
+        if not self._saw_any_byte or not text:
+            raise ScanError(0, "it is empty: there is no JSON in it")
+        try:
+            decoded = orjson.loads(text)
+        except orjson.JSONDecodeError as error:
+            raise ScanError(
+                error.pos, f"malformed JSON ({error.msg}); it may be truncated"
+            ) from None
+        if not isinstance(decoded, dict) or "traceEvents" in decoded:
+            raise ScanError(0, "it has a traceEvents key that is not an array of events")
+        raise ScanError(0, "it has no traceEvents array: it is not a Chrome/Kineto trace")

@@ -1,0 +1,388 @@
+"""One streaming pass over a trace that keeps what analysis needs, then links it together.
+
+What is kept grows with the markers, the CPU-side launches and the GPU events (stored as compact
+columns), not with the file: CPU operators are folded into per-name aggregates on the fly.
+
+Linking follows DESIGN.md "Trace analysis contracts": a GPU event belongs to the CPU launch with
+the same ``args.correlation`` (flow events are not needed); a launch belongs to the innermost
+marker (``user_annotation``) that encloses its start on the same thread.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ncompass.traces.events import (
+    GPU_CATEGORIES,
+    MARKER_CATEGORY,
+    Event,
+    KernelClass,
+    classify_gpu_event,
+    microseconds,
+)
+from ncompass.traces.reader import TraceReader
+
+NO_LINK = -1
+"""Index stored where a GPU event has no launch, or a launch no marker."""
+
+# Categories of X events on the GPU side that are not GPU events by the contract and never launches.
+_GPU_SIDE_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync"})
+_CPU_OP_CATEGORY = "cpu_op"
+_PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+KERNEL_CLASSES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
+"""Kernel classes in the order of their codes in :attr:`GpuEvents.kernel_class`."""
+_KERNEL_CLASS_CODES = {kernel_class: code for code, kernel_class in enumerate(KERNEL_CLASSES)}
+
+
+def marker_group(name: str) -> str:
+    """The name markers are reported under: every ``ProfilerStep#N`` is one group."""
+    return "ProfilerStep#*" if _PROFILER_STEP.match(name) else name
+
+
+@dataclass
+class Marker:
+    """One marker range on a CPU thread, with its links filled in by :func:`link_trace`."""
+
+    name: str
+    thread: int  # index into LinkedTrace.threads
+    start: float
+    end: float
+    parent: int = NO_LINK  # index of the innermost enclosing marker on the same thread
+    nested_us: float = 0.0  # time covered by markers directly nested in this one
+
+    @property
+    def duration(self) -> float:
+        """Inclusive CPU time, in microseconds."""
+        return self.end - self.start
+
+
+@dataclass
+class OperatorTotals:
+    """Calls and total (inclusive) time of one CPU operator name."""
+
+    calls: int = 0
+    total_us: float = 0.0
+    max_us: float = 0.0
+
+
+@dataclass
+class LaunchCalls:
+    """CPU-side events carrying ``args.correlation`` (runtime/driver calls), as columns."""
+
+    name: array[int] = field(default_factory=lambda: array("l"))  # index into LinkedTrace.names
+    thread: array[int] = field(default_factory=lambda: array("l"))
+    start: array[float] = field(default_factory=lambda: array("d"))
+    duration: array[float] = field(default_factory=lambda: array("d"))
+    correlation: array[int] = field(default_factory=lambda: array("q"))
+    marker: array[int] = field(default_factory=lambda: array("l"))  # filled by linking
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+@dataclass
+class GpuEvents:
+    """GPU events (kernels, memcpys, memsets) as columns."""
+
+    name: array[int] = field(default_factory=lambda: array("l"))
+    kernel_class: array[int] = field(default_factory=lambda: array("b"))  # see KERNEL_CLASSES
+    stream: array[int] = field(default_factory=lambda: array("l"))  # index into LinkedTrace.threads
+    start: array[float] = field(default_factory=lambda: array("d"))
+    duration: array[float] = field(default_factory=lambda: array("d"))
+    correlation: array[int] = field(default_factory=lambda: array("q"))
+    launch: array[int] = field(default_factory=lambda: array("l"))  # filled by linking
+    bytes: array[int] = field(default_factory=lambda: array("q"))  # memcpy/memset size, or 0
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+@dataclass
+class LinkedTrace:
+    """What one trace file holds that analysis needs, with GPU events linked to launches and
+    launches to markers.
+
+    Attributes:
+        path: The trace file.
+        metadata: Its top-level keys other than ``traceEvents``.
+        names: Interned event names; the columns store indices into it.
+        threads: ``(pid, tid)`` of every thread and GPU stream seen; columns store indices.
+        thread_names: ``(pid, tid)`` -> name, from ``thread_name`` metadata events.
+        markers: Marker ranges in file order.
+        launches: CPU launches (events with ``args.correlation``).
+        gpu: GPU events.
+        cpu_operators: Per-name totals of ``cpu_op`` events.
+        cpu_start, cpu_end: First start and last end of CPU-side complete events.
+        event_counts: Number of events per phase (``X``, ``B``, ``i``, ``s``, ``M``, ``C``, ...).
+    """
+
+    path: Path
+    metadata: dict[str, Any] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+    threads: list[tuple[Any, Any]] = field(default_factory=list)
+    thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
+    markers: list[Marker] = field(default_factory=list)
+    launches: LaunchCalls = field(default_factory=LaunchCalls)
+    gpu: GpuEvents = field(default_factory=GpuEvents)
+    cpu_operators: dict[str, OperatorTotals] = field(default_factory=dict)
+    cpu_start: float = float("inf")
+    cpu_end: float = float("-inf")
+    event_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int | None:
+        """``distributedInfo.rank`` when the trace has one."""
+        info = self.metadata.get("distributedInfo")
+        rank = info.get("rank") if isinstance(info, dict) else None
+        return rank if isinstance(rank, int) else None
+
+    def marker_of_gpu_event(self, index: int) -> int:
+        """Index of the marker whose range launched GPU event ``index``, or :data:`NO_LINK`."""
+        launch = self.gpu.launch[index]
+        return NO_LINK if launch == NO_LINK else self.launches.marker[launch]
+
+
+def link_trace(path: str | Path, *, progress: bool | None = None) -> LinkedTrace:
+    """Read a trace once and link its GPU events, launches and markers.
+
+    Args:
+        path: A ``.json`` or ``.json.gz`` Chrome/Kineto trace.
+        progress: Progress bar on stderr (None: only on a terminal, for large files).
+
+    Returns:
+        The linked trace.
+
+    Raises:
+        TraceError: The file is missing, truncated or not a trace.
+    """
+    reader = TraceReader(path, progress=progress)
+    collector = _Collector(LinkedTrace(Path(path)))
+    for batch in reader.batches():
+        collector.add(batch)
+    trace = collector.finish()
+    trace.metadata = reader.metadata
+    _link_gpu_events_to_launches(trace)
+    _link_launches_and_markers(trace)
+    return trace
+
+
+class _Collector:
+    """Folds events into a LinkedTrace; pairs B/E events into complete ranges."""
+
+    def __init__(self, trace: LinkedTrace) -> None:
+        self.trace = trace
+        self._name_index: dict[str, int] = {}
+        self._thread_index: dict[tuple[Any, Any], int] = {}
+        self._open_ranges: dict[tuple[Any, Any], list[Event]] = defaultdict(list)
+        self._counts: dict[str, int] = defaultdict(int)
+        self._last_timestamp = float("-inf")
+
+    def add(self, events: Iterable[Event]) -> None:
+        counts = self._counts
+        for event in events:
+            phase = event.get("ph")
+            counts[phase if isinstance(phase, str) else "?"] += 1
+            if phase == "X":
+                self._complete(event, microseconds(event.get("dur")))
+            elif phase == "B":
+                self._open_ranges[(event.get("pid"), event.get("tid"))].append(event)
+            elif phase == "E":
+                self._close_range(event)
+            elif phase == "M":
+                self._metadata_event(event)
+
+    def finish(self) -> LinkedTrace:
+        # Ranges never closed run to the end of the trace, as trace viewers draw them.
+        for stack in self._open_ranges.values():
+            for event in stack:
+                start = microseconds(event.get("ts"))
+                self._complete(event, max(0.0, self._last_timestamp - start))
+        self.trace.event_counts = {str(phase): count for phase, count in self._counts.items()}
+        return self.trace
+
+    def _close_range(self, end_event: Event) -> None:
+        stack = self._open_ranges.get((end_event.get("pid"), end_event.get("tid")))
+        if not stack:
+            return  # an E without its B (cut off at the trace start): nothing to measure
+        begin = stack.pop()
+        start = microseconds(begin.get("ts"))
+        end_args = end_event.get("args")
+        if isinstance(end_args, dict) and end_args:
+            begin = {**begin, "args": {**(begin.get("args") or {}), **end_args}}
+        self._complete(begin, microseconds(end_event.get("ts")) - start)
+
+    def _complete(self, event: Event, duration: float) -> None:
+        trace = self.trace
+        start = microseconds(event.get("ts"))
+        end = start + duration
+        if end > self._last_timestamp:
+            self._last_timestamp = end
+        category = event.get("cat")
+        category = category.lower() if isinstance(category, str) else ""
+        name = event.get("name")
+        name = name if isinstance(name, str) else str(name)
+        if category in GPU_CATEGORIES:
+            self._gpu_event(event, name, start, duration)
+            return
+        if category in _GPU_SIDE_CATEGORIES:
+            return
+        if start < trace.cpu_start:
+            trace.cpu_start = start
+        if end > trace.cpu_end:
+            trace.cpu_end = end
+        if category == MARKER_CATEGORY:
+            trace.markers.append(Marker(self._intern(name), self._thread(event), start, end))
+            return
+        if category == _CPU_OP_CATEGORY:
+            totals = trace.cpu_operators.get(name)
+            if totals is None:
+                totals = trace.cpu_operators[self._intern(name)] = OperatorTotals()
+            totals.calls += 1
+            totals.total_us += duration
+            if duration > totals.max_us:
+                totals.max_us = duration
+            return
+        args = event.get("args")
+        correlation = args.get("correlation") if isinstance(args, dict) else None
+        if isinstance(correlation, int) and not isinstance(correlation, bool):
+            launches = trace.launches
+            launches.name.append(self._name_id(name))
+            launches.thread.append(self._thread(event))
+            launches.start.append(start)
+            launches.duration.append(duration)
+            launches.correlation.append(correlation)
+
+    def _gpu_event(self, event: Event, name: str, start: float, duration: float) -> None:
+        gpu = self.trace.gpu
+        name_id = self._name_id(name)
+        args = event.get("args")
+        args = args if isinstance(args, dict) else {}
+        correlation = args.get("correlation")
+        size = args.get("bytes")
+        gpu.name.append(name_id)
+        gpu.kernel_class.append(_KERNEL_CLASS_CODES[classify_gpu_event(name)])
+        gpu.stream.append(self._thread(event))
+        gpu.start.append(start)
+        gpu.duration.append(duration)
+        gpu.correlation.append(
+            correlation if isinstance(correlation, int) and correlation >= 0 else NO_LINK
+        )
+        gpu.bytes.append(size if isinstance(size, int) and size >= 0 else 0)
+
+    def _metadata_event(self, event: Event) -> None:
+        if event.get("name") == "thread_name":
+            args = event.get("args")
+            label = args.get("name") if isinstance(args, dict) else None
+            if isinstance(label, str):
+                self.trace.thread_names[(event.get("pid"), event.get("tid"))] = label
+
+    def _intern(self, name: str) -> str:
+        return self.trace.names[self._name_id(name)]
+
+    def _name_id(self, name: str) -> int:
+        index = self._name_index.get(name)
+        if index is None:
+            index = self._name_index[name] = len(self.trace.names)
+            self.trace.names.append(name)
+        return index
+
+    def _thread(self, event: Event) -> int:
+        key = (event.get("pid"), event.get("tid"))
+        index = self._thread_index.get(key)
+        if index is None:
+            index = self._thread_index[key] = len(self.trace.threads)
+            self.trace.threads.append(key)
+        return index
+
+
+def _link_gpu_events_to_launches(trace: LinkedTrace) -> None:
+    gpu = trace.gpu
+    gpu.launch = array("l", [NO_LINK]) * len(gpu)
+    by_correlation = {
+        correlation: index
+        for index, correlation in enumerate(gpu.correlation)
+        if correlation != NO_LINK
+    }
+    if len(by_correlation) < len(gpu):
+        # Several GPU events may share a correlation (a graph launch): link all of them.
+        shared: dict[int, list[int]] = defaultdict(list)
+        for index, correlation in enumerate(gpu.correlation):
+            if correlation != NO_LINK and by_correlation[correlation] != index:
+                shared[correlation].append(index)
+    else:
+        shared = {}
+    for launch_index, correlation in enumerate(trace.launches.correlation):
+        gpu_index = by_correlation.get(correlation)
+        if gpu_index is not None:
+            gpu.launch[gpu_index] = launch_index
+            for other in shared.get(correlation, ()):
+                gpu.launch[other] = launch_index
+
+
+def _link_launches_and_markers(trace: LinkedTrace) -> None:
+    """Sweep each thread in time order: markers nest, launches go to the innermost open one."""
+    launches = trace.launches
+    launches.marker = array("l", [NO_LINK]) * len(launches)
+    markers_by_thread: dict[int, list[int]] = defaultdict(list)
+    for index, marker in enumerate(trace.markers):
+        markers_by_thread[marker.thread].append(index)
+    if not markers_by_thread:
+        return
+    launches_by_thread: dict[int, list[int]] = defaultdict(list)
+    for index, thread in enumerate(launches.thread):
+        if thread in markers_by_thread:
+            launches_by_thread[thread].append(index)
+    markers = trace.markers
+    for thread, marker_indices in markers_by_thread.items():
+        # Outer ranges first when two start together, so the inner one ends up on top.
+        marker_indices.sort(key=lambda index: (markers[index].start, -markers[index].end))
+        launch_indices = sorted(launches_by_thread.get(thread, ()), key=launches.start.__getitem__)
+        stack: list[int] = []
+        next_launch = 0
+        for marker_index in marker_indices:
+            marker = markers[marker_index]
+            next_launch = _assign_launches(
+                trace, stack, launch_indices, next_launch, until=marker.start
+            )
+            _pop_ended(markers, stack, marker.start)
+            enclosing = _innermost_enclosing(markers, stack, marker.start, marker.end)
+            if enclosing != NO_LINK:
+                marker.parent = enclosing
+                markers[enclosing].nested_us += marker.duration
+            stack.append(marker_index)
+        _assign_launches(trace, stack, launch_indices, next_launch, until=float("inf"))
+
+
+def _assign_launches(
+    trace: LinkedTrace, stack: list[int], launch_indices: list[int], next_launch: int, until: float
+) -> int:
+    launches = trace.launches
+    markers = trace.markers
+    while next_launch < len(launch_indices):
+        launch = launch_indices[next_launch]
+        start = launches.start[launch]
+        if start >= until:
+            break
+        _pop_ended(markers, stack, start)
+        launches.marker[launch] = _innermost_enclosing(markers, stack, start, start)
+        next_launch += 1
+    return next_launch
+
+
+def _pop_ended(markers: list[Marker], stack: list[int], time: float) -> None:
+    while stack and markers[stack[-1]].end < time:
+        stack.pop()
+
+
+def _innermost_enclosing(markers: list[Marker], stack: list[int], start: float, end: float) -> int:
+    for index in reversed(stack):
+        candidate = markers[index]
+        if candidate.start <= start and end <= candidate.end:
+            return index
+    return NO_LINK

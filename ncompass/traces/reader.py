@@ -1,0 +1,155 @@
+"""Stream the events of a Chrome/Kineto trace file (``.json`` or gzip-compressed).
+
+Memory stays bounded by the chunk size plus what the caller keeps: events are decoded one
+chunk of text at a time and handed out in batches.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ncompass.errors import TraceError
+from ncompass.traces._progress import byte_progress
+from ncompass.traces._scanner import EventScanner, ScanError
+from ncompass.traces.events import Event
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_READ_SIZE = 1 << 20  # bytes of plain JSON per read
+_COMPRESSED_READ_SIZE = 64 << 10  # gzip expands these ~5-20x
+
+
+class CorruptTraceError(TraceError):
+    """A trace file is truncated or malformed.
+
+    Args:
+        path: The trace file.
+        offset: Byte offset of the problem in the JSON text (decompressed, for gzip files).
+        detail: What is wrong there.
+        compressed: Whether the file is gzip-compressed (the offset is then into its content).
+    """
+
+    def __init__(self, path: str | Path, offset: int, detail: str, *, compressed: bool) -> None:
+        self.path = str(path)
+        self.offset = offset
+        self.detail = detail
+        where = f"byte {offset} of its decompressed JSON" if compressed else f"byte {offset}"
+        super().__init__(
+            f"{self.path}: cannot read the trace at {where}: {detail}. "
+            "Check that the file was copied completely, or export the trace again."
+        )
+
+
+class TraceReader:
+    """Read one trace file as a stream of events.
+
+    Iterating yields events (dicts) in file order; :meth:`batches` yields them in lists, which is
+    faster for tight loops. :attr:`metadata` holds the top-level keys other than
+    ``traceEvents`` (``distributedInfo``, ``deviceProperties``, ``baseTimeNanoseconds``, ...);
+    it is complete once iteration has finished.
+
+    Args:
+        path: A ``.json`` or gzip-compressed (``.json.gz``) Chrome/Kineto trace.
+        progress: Show a progress bar on stderr: True/False, or None for "on a terminal, for
+            large files".
+
+    Raises:
+        TraceError: The file is missing or unreadable (when iteration starts).
+        CorruptTraceError: The file is truncated or malformed (during iteration).
+    """
+
+    def __init__(self, path: str | Path, *, progress: bool | None = None) -> None:
+        self.path = Path(path)
+        self.metadata: dict[str, Any] = {}
+        self._progress = progress
+
+    def __iter__(self) -> Iterator[Event]:
+        for batch in self.batches():
+            yield from batch
+
+    def batches(self) -> Iterator[list[Event]]:
+        """Yield the events in lists, in file order, as the text is decoded."""
+        size = _size_of(self.path)
+        scanner = EventScanner()
+        self.metadata = scanner.metadata
+        with open(self.path, "rb") as handle:
+            compressed = handle.read(2) == _GZIP_MAGIC
+            handle.seek(0)
+            chunks = _gunzip(handle, self.path) if compressed else _plain(handle)
+            with byte_progress(f"reading {self.path.name}", size, self._progress) as advance:
+                try:
+                    for chunk, read in chunks:
+                        advance(read)
+                        events = scanner.feed(chunk)
+                        if events:
+                            yield events
+                    events = scanner.close()
+                except ScanError as error:
+                    raise CorruptTraceError(
+                        self.path, error.offset, error.detail, compressed=compressed
+                    ) from None
+        if events:
+            yield events
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """Return a trace's top-level keys other than ``traceEvents`` (reads the whole file).
+
+    Args:
+        path: The trace file.
+
+    Returns:
+        For example ``{"schemaVersion": 1, "distributedInfo": {...}, "baseTimeNanoseconds": ...}``.
+    """
+    reader = TraceReader(path, progress=False)
+    for _ in reader.batches():
+        pass
+    return reader.metadata
+
+
+def _size_of(path: Path) -> int:
+    try:
+        if path.is_dir():
+            raise TraceError(f"{path} is a directory: pass a trace file (.json or .json.gz)")
+        return path.stat().st_size
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such trace file; check the path") from None
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read the trace file ({error.strerror})") from None
+
+
+def _plain(handle: Any) -> Iterator[tuple[bytes, int]]:
+    while chunk := handle.read(_READ_SIZE):
+        yield chunk, len(chunk)
+
+
+def _gunzip(handle: Any, path: Path) -> Iterator[tuple[bytes, int]]:
+    """Decompress gzip members one after another (``cat a.gz b.gz`` is a valid gzip file)."""
+    decompressor = zlib.decompressobj(wbits=31)
+    inside_member = False
+    compressed_offset = 0
+    while raw := handle.read(_COMPRESSED_READ_SIZE):
+        compressed_offset += len(raw)
+        read = len(raw)
+        while raw:
+            inside_member = True
+            try:
+                chunk = decompressor.decompress(raw)
+            except zlib.error as error:
+                raise TraceError(
+                    f"{path}: the gzip data is corrupt near compressed byte {compressed_offset} "
+                    f"({error}); check that the file was copied completely"
+                ) from None
+            raw = decompressor.unused_data
+            if decompressor.eof:
+                decompressor = zlib.decompressobj(wbits=31)
+                inside_member = False
+            yield chunk, read
+            read = 0
+    if inside_member:
+        raise TraceError(
+            f"{path}: the gzip data is truncated at compressed byte {compressed_offset}; "
+            "check that the file was copied completely"
+        )

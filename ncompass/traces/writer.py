@@ -1,0 +1,106 @@
+"""Write Chrome/Kineto traces event by event, as ``.json`` or gzip-compressed ``.json.gz``."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import orjson
+
+from ncompass.errors import TraceError
+from ncompass.traces.events import Event
+
+_GZIP_LEVEL = 6  # zlib's default: near-best size at a few times the speed of level 9
+
+
+class TraceWriter:
+    """Stream events into a trace file that Perfetto and chrome://tracing open.
+
+    The file is written under a temporary name and moved into place on :meth:`close`, so a
+    failed or interrupted write never leaves a half trace behind. Use it as a context manager.
+
+    Args:
+        path: Where to write; a name ending in ``.gz`` is gzip-compressed.
+        metadata: Top-level keys written before ``traceEvents`` (``schemaVersion``,
+            ``distributedInfo``, ``deviceProperties``, ``baseTimeNanoseconds``, ...).
+
+    Raises:
+        TraceError: The file cannot be created.
+    """
+
+    def __init__(self, path: str | Path, *, metadata: Mapping[str, Any] | None = None) -> None:
+        self.path = Path(path)
+        self.events_written = 0
+        self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            raw = open(self._partial, "wb")  # noqa: SIM115 - closed in close()
+        except OSError as error:
+            raise TraceError(f"{self.path}: cannot write the trace ({error.strerror})") from None
+        self._stream: IO[bytes] | gzip.GzipFile = raw
+        if self.path.name.endswith(".gz"):
+            self._stream = gzip.GzipFile(
+                filename="", mode="wb", fileobj=raw, compresslevel=_GZIP_LEVEL, mtime=0
+            )
+        self._raw = raw
+        header = {key: value for key, value in (metadata or {}).items() if key != "traceEvents"}
+        opening = orjson.dumps(header)[:-1]  # drop the closing '}' to continue the object
+        self._stream.write(opening + (b", " if header else b"") + b'"traceEvents": [\n')
+
+    def write(self, event: Event) -> None:
+        """Append one event."""
+        self.write_many((event,))
+
+    def write_many(self, events: Iterable[Event]) -> None:
+        """Append events, in order."""
+        encoded = [orjson.dumps(event) for event in events]
+        if not encoded:
+            return
+        prefix = b",\n" if self.events_written else b""
+        self._stream.write(prefix + b",\n".join(encoded))
+        self.events_written += len(encoded)
+
+    def close(self, trailer: Mapping[str, Any] | None = None) -> Path:
+        """Finish the file and move it into place.
+
+        Args:
+            trailer: Top-level keys written after ``traceEvents``.
+
+        Returns:
+            The path written.
+        """
+        closing = b"\n]"
+        if trailer:
+            closing += b", " + orjson.dumps(dict(trailer))[1:]
+        else:
+            closing += b"}"
+        self._stream.write(closing + b"\n")
+        self._stream.close()
+        self._raw.close()
+        os.replace(self._partial, self.path)
+        return self.path
+
+    def discard(self) -> None:
+        """Abandon the file: nothing is left at :attr:`path` or under the temporary name."""
+        self._stream.close()
+        self._raw.close()
+        self._partial.unlink(missing_ok=True)
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if kind is None:
+            if not self._raw.closed:
+                self.close()
+        else:
+            self.discard()
