@@ -1,0 +1,181 @@
+"""Render a summary as one self-contained HTML page: inline CSS and SVG charts, no network."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from ncompass.analysis.markdown import format_duration
+
+_COLOURS = {
+    "computation": "#2f7ed8",
+    "non_compute": "#f28f43",
+    "idle_host": "#c42525",
+    "idle_other": "#bbbbbb",
+    "cpu": "#6a51a3",
+    "gpu": "#31a354",
+}
+_CSS = " ".join(
+    (
+        "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222;",
+        "padding:0 1rem} h1{font-size:1.5rem}",
+        "h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}",
+        "table{border-collapse:collapse;font-size:.85rem;width:100%}",
+        "td,th{border-bottom:1px solid #eee;padding:.25rem .5rem;text-align:right}",
+        "td:first-child,th:first-child{text-align:left;font-family:ui-monospace,monospace;",
+        "word-break:break-all} .sev-high{color:#c42525;font-weight:600}",
+        ".sev-medium{color:#d9822b;font-weight:600} .sev-low{color:#666}",
+        ".evidence{color:#555;font-size:.8rem}",
+        ".legend span{display:inline-block;margin-right:1rem;font-size:.85rem}",
+        ".swatch{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;",
+        "vertical-align:middle} svg text{font-family:system-ui,sans-serif;font-size:12px}",
+    )
+)
+
+
+def render_html(summary: dict[str, Any], *, top: int = 20) -> str:
+    """Render a summary (as returned by ``summarize_trace``) as one HTML page.
+
+    Args:
+        summary: ``{"markdown": ..., "structured": ...}``.
+        top: How many markers and kernels to chart and list.
+
+    Returns:
+        The page; it references nothing outside itself.
+    """
+    structured = summary["structured"]
+    trace = structured["trace"]
+    title = f"Trace summary: {Path(trace['path']).name}"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+        f"<p>Rank {trace['rank']} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
+        f"{trace['markers']} marker ranges · {trace['gpu_events']} GPU events</p>",
+        "<h2>GPU time</h2>",
+        _breakdown_chart(structured["breakdown"])
+        if trace["gpu_events"]
+        else "<p>No GPU events in this trace.</p>",
+        "<h2>Markers</h2>",
+        _marker_chart([op for op in structured["operations"] if op["kind"] == "marker"][:top]),
+        "<h2>Bottlenecks</h2>",
+        _bottlenecks(structured["bottlenecks"]),
+        "<h2>Recommendations</h2>",
+        _list(structured["recommendations"]) or "<p>None.</p>",
+        "<h2>GPU kernels</h2>",
+        _kernel_table([op for op in structured["operations"] if op["kind"] == "kernel"][:top]),
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _breakdown_chart(breakdown: dict[str, Any]) -> str:
+    span = breakdown["kernel_span_us"]
+    host_bound = breakdown["idle_gaps"]["host_bound_us"]
+    segments = [
+        ("Computation", breakdown["compute_us"], _COLOURS["computation"]),
+        ("Communication / memory", breakdown["non_compute_us"], _COLOURS["non_compute"]),
+        ("Idle, waiting for host", host_bound, _COLOURS["idle_host"]),
+        ("Idle, other", max(0.0, breakdown["idle_us"] - host_bound), _COLOURS["idle_other"]),
+    ]
+    width, height = 1000, 40
+    x = 0.0
+    rects = []
+    for label, value, colour in segments:
+        segment = width * value / span if span > 0 else 0.0
+        if segment > 0:
+            rects.append(
+                f'<rect x="{x:.2f}" y="0" width="{segment:.2f}" height="{height}" '
+                f'fill="{colour}"><title>{escape(label)}: {format_duration(value)}</title></rect>'
+            )
+        x += segment
+    legend = "".join(
+        f'<span><i class="swatch" style="background:{colour}"></i>{escape(label)} '
+        f"{format_duration(value)} ({value / span if span > 0 else 0:.1%})</span>"
+        for label, value, colour in segments
+    )
+    return (
+        f"<p>Kernel span {format_duration(span)}.</p>"
+        f'<svg role="img" aria-label="GPU time breakdown" viewBox="0 0 {width} {height}" '
+        f'width="100%" preserveAspectRatio="none">{"".join(rects)}</svg>'
+        f'<p class="legend">{legend}</p>'
+    )
+
+
+def _marker_chart(markers: list[dict[str, Any]]) -> str:
+    if not markers:
+        return "<p>No markers in this trace.</p>"
+    label_width, bar_width, row = 330, 560, 34
+    longest = max(max(m["cpu_total_us"], m["gpu_total_us"]) for m in markers) or 1.0
+    rows = []
+    for position, marker in enumerate(markers):
+        y = position * row
+        name = marker["name"] if len(marker["name"]) <= 48 else marker["name"][:47] + "…"
+        rows.append(
+            f'<text x="{label_width - 8}" y="{y + 18}" text-anchor="end">'
+            f"<title>{escape(marker['name'])}</title>{escape(name)}</text>"
+        )
+        for offset, key, colour in ((2, "cpu_total_us", "cpu"), (16, "gpu_total_us", "gpu")):
+            value = marker[key]
+            length = bar_width * value / longest
+            rows.append(
+                f'<rect x="{label_width}" y="{y + offset}" width="{length:.2f}" height="12" '
+                f'fill="{_COLOURS[colour]}"><title>{colour.upper()} {format_duration(value)}'
+                f"</title></rect>"
+                f'<text x="{label_width + length + 4:.2f}" y="{y + offset + 10}">'
+                f"{format_duration(value)}</text>"
+            )
+    height = row * len(markers)
+    legend = (
+        f'<p class="legend"><span><i class="swatch" style="background:{_COLOURS["cpu"]}"></i>'
+        f'CPU time (inclusive)</span><span><i class="swatch" '
+        f'style="background:{_COLOURS["gpu"]}"></i>GPU time of the kernels launched inside'
+        "</span></p>"
+    )
+    return (
+        f'<svg role="img" aria-label="Time per marker" viewBox="0 0 1000 {height}" '
+        f'width="100%">{"".join(rows)}</svg>{legend}'
+    )
+
+
+def _bottlenecks(bottlenecks: list[dict[str, Any]]) -> str:
+    if not bottlenecks:
+        return "<p>No rule fired: nothing stands out.</p>"
+    items = []
+    for finding in bottlenecks:
+        evidence = ", ".join(
+            f"{escape(str(k))}={escape(_number(v))}" for k, v in finding["evidence"].items()
+        )
+        items.append(
+            f'<li><span class="sev-{escape(finding["severity"])}">[{escape(finding["severity"])}]'
+            f"</span> <b>{escape(finding['rule'])}</b>: {escape(finding['title'])}"
+            f'<div class="evidence">{evidence}</div></li>'
+        )
+    return "<ol>" + "".join(items) + "</ol>"
+
+
+def _kernel_table(kernels: list[dict[str, Any]]) -> str:
+    if not kernels:
+        return "<p>No GPU events.</p>"
+    rows = "".join(
+        f"<tr><td>{escape(k['name'])}</td><td>{escape(k['class'])}</td><td>{k['calls']}</td>"
+        f"<td>{format_duration(k['total_us'])}</td><td>{format_duration(k['mean_us'])}</td>"
+        f"<td>{k['share_of_gpu_time']:.1%}</td></tr>"
+        for k in kernels
+    )
+    return (
+        "<table><tr><th>kernel</th><th>class</th><th>calls</th><th>total</th><th>mean</th>"
+        f"<th>GPU share</th></tr>{rows}</table>"
+    )
+
+
+def _list(items: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{escape(item)}</li>" for item in items) + "</ul>" if items else ""
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1 else f"{value:.1f}"
+    return str(value)

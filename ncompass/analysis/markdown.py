@@ -1,0 +1,180 @@
+"""Render a summary's structured data as a markdown report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+_NAME_WIDTH = 80
+
+
+def format_duration(microseconds: float) -> str:
+    """A duration in the unit a reader expects: ``850 µs``, ``12.3 ms``, ``4.56 s``."""
+    if abs(microseconds) < 1_000:
+        return f"{microseconds:.1f} µs"
+    if abs(microseconds) < 1_000_000:
+        return f"{microseconds / 1_000:.2f} ms"
+    return f"{microseconds / 1_000_000:.2f} s"
+
+
+def render_markdown(structured: dict[str, Any], *, top: int = 20) -> str:
+    """Render the ``structured`` part of a summary.
+
+    Args:
+        structured: As built by :func:`~ncompass.analysis.summary.summarize_trace`.
+        top: How many rows each table shows.
+
+    Returns:
+        The report.
+    """
+    trace = structured["trace"]
+    lines = [f"# Trace summary: {Path(trace['path']).name}", ""]
+    lines.append(
+        f"Rank {trace['rank']} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
+        f"{trace['markers']} marker ranges · {trace['gpu_events']} GPU events"
+    )
+    lines.append("")
+    focus = structured.get("focus") or {}
+    if focus.get("target_module") or focus.get("feedback_text"):
+        lines += _focus_section(focus, structured["markers"])
+    if trace["gpu_events"]:
+        lines += _gpu_section(structured["breakdown"])
+    lines += _bottleneck_section(structured["bottlenecks"])
+    if structured["recommendations"]:
+        lines += ["## Recommendations", ""]
+        lines += [f"- {text}" for text in structured["recommendations"]]
+        lines.append("")
+    operations = structured["operations"]
+    lines += _marker_table([op for op in operations if op["kind"] == "marker"][:top])
+    lines += _kernel_table([op for op in operations if op["kind"] == "kernel"][:top])
+    lines += _operator_table([op for op in operations if op["kind"] == "cpu_op"][:top])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _focus_section(focus: dict[str, Any], markers: list[dict[str, Any]]) -> list[str]:
+    lines = ["## Focus", ""]
+    if focus.get("feedback_text"):
+        lines.append(f"Question: {focus['feedback_text']}")
+    if focus.get("target_module"):
+        lines.append(f"Target: `{focus['target_module']}`")
+    lines.append("")
+    matching = [stats for stats in markers if stats["name"] in set(focus.get("markers", []))]
+    if matching:
+        lines += _marker_table(matching, title=None)
+    else:
+        lines += ["No marker in this trace matches the target yet.", ""]
+    return lines
+
+
+def _gpu_section(breakdown: dict[str, Any]) -> list[str]:
+    span = breakdown["kernel_span_us"]
+    gaps = breakdown["idle_gaps"]
+    launches = breakdown["launches"]
+    rows = [
+        ("Computation", breakdown["compute_us"]),
+        ("Communication / memory (not overlapping computation)", breakdown["non_compute_us"]),
+        ("Idle", breakdown["idle_us"]),
+        ("  of which waiting for the host (host-bound gaps)", gaps["host_bound_us"]),
+    ]
+    lines = [
+        "## GPU time",
+        "",
+        f"Kernel span {format_duration(span)} (first GPU event start to last end).",
+        "",
+        "| | time | share of span |",
+        "|---|---:|---:|",
+    ]
+    for label, value in rows:
+        share = value / span if span > 0 else 0.0
+        lines.append(f"| {label} | {format_duration(value)} | {share:.1%} |")
+    lines += [
+        "",
+        f"Launches: {launches['linked']} of {launches['gpu_events']} GPU events linked to a CPU "
+        f"launch; median launch-to-start delay "
+        f"{format_duration(launches['launch_delay_us']['median'])}, median CPU launch "
+        f"{format_duration(launches['launch_cpu_us']['median'])}, median GPU duration "
+        f"{format_duration(launches['gpu_duration_us']['median'])}; "
+        f"{launches['shorter_than_launch']} ran shorter than their launch.",
+        "",
+    ]
+    return lines
+
+
+def _bottleneck_section(bottlenecks: list[dict[str, Any]]) -> list[str]:
+    lines = ["## Bottlenecks", ""]
+    if not bottlenecks:
+        return [*lines, "No rule fired: nothing stands out.", ""]
+    for number, finding in enumerate(bottlenecks, start=1):
+        lines.append(f"{number}. **[{finding['severity']}] {finding['rule']}**: {finding['title']}")
+        evidence = ", ".join(
+            f"{key}={_number(value)}" for key, value in finding["evidence"].items()
+        )
+        lines.append(f"   - evidence: {evidence}")
+    lines.append("")
+    return lines
+
+
+def _marker_table(rows: list[dict[str, Any]], title: str | None = "Markers") -> list[str]:
+    if not rows:
+        return []
+    lines = [f"## {title}", ""] if title else []
+    lines += [
+        "| marker | calls | CPU total | CPU self | GPU total | GPU events | CPU share |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        share = row.get("share_of_cpu_time")
+        lines.append(
+            f"| {_cell(row['name'])} | {row['calls']} | {format_duration(row['cpu_total_us'])} | "
+            f"{format_duration(row['cpu_self_us'])} | {format_duration(row['gpu_total_us'])} | "
+            f"{row['gpu_events']} | {'' if share is None else f'{share:.1%}'} |"
+        )
+    return [*lines, ""]
+
+
+def _kernel_table(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "## GPU kernels",
+        "",
+        "| kernel | class | calls | total | mean | GPU share |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {_cell(row['name'])} | {row['class']} | {row['calls']} | "
+            f"{format_duration(row['total_us'])} | {format_duration(row['mean_us'])} | "
+            f"{row['share_of_gpu_time']:.1%} |"
+        )
+    return [*lines, ""]
+
+
+def _operator_table(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "## CPU operators",
+        "",
+        "Inclusive times: nested operators are counted in their parents too.",
+        "",
+        "| operator | calls | total | mean | CPU share |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {_cell(row['name'])} | {row['calls']} | {format_duration(row['total_us'])} | "
+            f"{format_duration(row['mean_us'])} | {row['share_of_cpu_time']:.1%} |"
+        )
+    return [*lines, ""]
+
+
+def _cell(name: str) -> str:
+    short = name if len(name) <= _NAME_WIDTH else name[: _NAME_WIDTH - 1] + "…"
+    return "`" + short.replace("|", "\\|").replace("`", "'") + "`"
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1 else f"{value:.1f}"
+    return str(value)

@@ -1,0 +1,142 @@
+"""Per-marker statistics: CPU inclusive/exclusive time, calls, and the GPU work each launched.
+
+Markers are grouped by name (every ``ProfilerStep#N`` counts as ``ProfilerStep#*``), so the
+session engine can compare a marker across iterations and trace files by its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace, marker_group
+
+_SYNCHRONIZE = "synchronize"
+
+
+def is_synchronization(name: str) -> bool:
+    """Whether a CPU runtime call waits for the GPU (``cudaDeviceSynchronize``, ...)."""
+    return _SYNCHRONIZE in name.lower()
+
+
+@dataclass
+class MarkerStats:
+    """What the ranges of one marker name cost.
+
+    Attributes:
+        name: The marker name (``ProfilerStep#*`` for all profiler steps).
+        calls: Number of ranges.
+        cpu_total_us: Sum of their durations (inclusive).
+        cpu_self_us: Inclusive time minus the time of markers nested directly inside (the part
+            no finer marker explains yet).
+        cpu_min_us, cpu_max_us: Shortest and longest range.
+        gpu_total_us: GPU time of the events launched inside the ranges, nested markers included.
+        gpu_self_us: GPU time of the events launched with this marker the innermost one.
+        gpu_events: GPU events launched inside the ranges (nested markers included).
+        launches: CPU launch calls inside the ranges (nested markers included).
+        sync_calls, sync_us: Synchronizing runtime calls inside the ranges and their CPU time.
+        threads: Number of distinct threads the ranges ran on.
+    """
+
+    name: str
+    calls: int = 0
+    cpu_total_us: float = 0.0
+    cpu_self_us: float = 0.0
+    cpu_min_us: float = float("inf")
+    cpu_max_us: float = 0.0
+    gpu_total_us: float = 0.0
+    gpu_self_us: float = 0.0
+    gpu_events: int = 0
+    launches: int = 0
+    sync_calls: int = 0
+    sync_us: float = 0.0
+    threads: int = 0
+
+    @property
+    def cpu_mean_us(self) -> float:
+        """Mean inclusive duration of one range."""
+        return self.cpu_total_us / self.calls if self.calls else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``cpu_mean_us`` included)."""
+        values = asdict(self)
+        if self.calls == 0:
+            values["cpu_min_us"] = 0.0
+        values["cpu_mean_us"] = self.cpu_mean_us
+        return values
+
+
+def marker_stats(source: str | Path | LinkedTrace) -> dict[str, MarkerStats]:
+    """Statistics of every marker name in a trace, the most expensive (CPU) first.
+
+    Args:
+        source: A trace file, or a trace already linked with :func:`link_trace`.
+
+    Returns:
+        Marker name -> its statistics.
+    """
+    trace = source if isinstance(source, LinkedTrace) else link_trace(source)
+    markers = trace.markers
+    count = len(markers)
+    gpu_self = [0.0] * count
+    gpu_events_self = [0] * count
+    launches_self = [0] * count
+    sync_calls_self = [0] * count
+    sync_us_self = [0.0] * count
+    gpu = trace.gpu
+    for index in range(len(gpu)):
+        owner = trace.marker_of_gpu_event(index)
+        if owner != NO_LINK:
+            gpu_self[owner] += gpu.duration[index]
+            gpu_events_self[owner] += 1
+    launches = trace.launches
+    sync_names = {index for index, name in enumerate(trace.names) if is_synchronization(name)}
+    for index, owner in enumerate(launches.marker):
+        if owner == NO_LINK:
+            continue
+        launches_self[owner] += 1
+        if launches.name[index] in sync_names:
+            sync_calls_self[owner] += 1
+            sync_us_self[owner] += launches.duration[index]
+
+    # Inclusive totals: every marker adds its own share to each enclosing marker.
+    gpu_total = list(gpu_self)
+    gpu_events_total = list(gpu_events_self)
+    launches_total = list(launches_self)
+    sync_calls_total = list(sync_calls_self)
+    sync_us_total = list(sync_us_self)
+    for index, marker in enumerate(markers):
+        parent = marker.parent
+        while parent != NO_LINK:
+            gpu_total[parent] += gpu_self[index]
+            gpu_events_total[parent] += gpu_events_self[index]
+            launches_total[parent] += launches_self[index]
+            sync_calls_total[parent] += sync_calls_self[index]
+            sync_us_total[parent] += sync_us_self[index]
+            parent = markers[parent].parent
+
+    stats: dict[str, MarkerStats] = {}
+    threads: dict[str, set[int]] = {}
+    for index, marker in enumerate(markers):
+        name = marker_group(marker.name)
+        entry = stats.get(name)
+        if entry is None:
+            entry = stats[name] = MarkerStats(name)
+            threads[name] = set()
+        duration = marker.duration
+        entry.calls += 1
+        entry.cpu_total_us += duration
+        entry.cpu_self_us += max(0.0, duration - marker.nested_us)
+        entry.cpu_min_us = min(entry.cpu_min_us, duration)
+        entry.cpu_max_us = max(entry.cpu_max_us, duration)
+        entry.gpu_total_us += gpu_total[index]
+        entry.gpu_self_us += gpu_self[index]
+        entry.gpu_events += gpu_events_total[index]
+        entry.launches += launches_total[index]
+        entry.sync_calls += sync_calls_total[index]
+        entry.sync_us += sync_us_total[index]
+        threads[name].add(marker.thread)
+    for name, entry in stats.items():
+        entry.threads = len(threads[name])
+    return dict(sorted(stats.items(), key=lambda item: -item[1].cpu_total_us))

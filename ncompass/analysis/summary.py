@@ -1,0 +1,78 @@
+"""The summary of one trace: the seed's ``{"markdown", "structured"}`` shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ncompass.analysis.breakdown import rank_breakdown
+from ncompass.analysis.markdown import render_markdown
+from ncompass.analysis.markers import marker_stats
+from ncompass.analysis.operations import build_operations, kernel_stats
+from ncompass.analysis.rules import RuleInput, find_bottlenecks
+from ncompass.traces.link import link_trace
+
+
+def summarize_trace(
+    path: str | Path,
+    *,
+    top: int = 20,
+    feedback_context: dict[str, Any] | None = None,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """Summarize where a trace's time went.
+
+    Args:
+        path: A ``.json`` or ``.json.gz`` Chrome/Kineto trace.
+        top: How many markers, GPU events and CPU operators to list.
+        feedback_context: What the user asked about (``feedback_text``, ``target_module``);
+            markers matching the target module are listed under ``structured["focus"]``.
+        progress: Progress bar on stderr (None: only on a terminal, for large files).
+
+    Returns:
+        ``{"markdown": str, "structured": {"operations", "bottlenecks", "recommendations",
+        "markers", "breakdown", "trace", "focus"}}``; ``operations`` and ``bottlenecks`` are
+        lists of dicts, ``recommendations`` a list of strings.
+
+    Raises:
+        TraceError: The file is missing, truncated or not a trace.
+    """
+    trace = link_trace(path, progress=progress)
+    rank = trace.rank if trace.rank is not None else 0
+    breakdown = rank_breakdown(trace, rank)
+    markers = marker_stats(trace)
+    kernels = kernel_stats(trace)
+    bottlenecks = find_bottlenecks(RuleInput(trace, breakdown, markers, kernels))
+    recommendations = list(dict.fromkeys(finding.recommendation for finding in bottlenecks))
+    wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
+    structured: dict[str, Any] = {
+        "operations": build_operations(trace, markers, kernels, top),
+        "bottlenecks": [finding.to_dict() for finding in bottlenecks],
+        "recommendations": recommendations,
+        "markers": [stats.to_dict() for stats in markers.values()],
+        "breakdown": {"rank": rank, **breakdown.to_dict()},
+        "trace": {
+            "path": str(trace.path),
+            "rank": rank,
+            "cpu_wall_us": wall,
+            "gpu_events": len(trace.gpu),
+            "markers": len(trace.markers),
+            "launches": len(trace.launches),
+            "event_counts": trace.event_counts,
+        },
+        "focus": _focus(feedback_context, list(markers)),
+    }
+    return {"markdown": render_markdown(structured, top=top), "structured": structured}
+
+
+def _focus(feedback_context: dict[str, Any] | None, marker_names: list[str]) -> dict[str, Any]:
+    if not feedback_context:
+        return {}
+    target = str(feedback_context.get("target_module") or "")
+    needles = {part for part in (target, target.rsplit(".", 1)[-1]) if part}
+    matching = [name for name in marker_names if any(needle in name for needle in needles)]
+    return {
+        "feedback_text": str(feedback_context.get("feedback_text") or ""),
+        "target_module": target,
+        "markers": matching,
+    }

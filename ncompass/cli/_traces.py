@@ -1,0 +1,162 @@
+"""``ncompass summarize | breakdown | filter | merge``: thin commands over the trace analysis."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+
+_TRACE = click.Path(dir_okay=False, path_type=Path)
+
+
+@click.command("summarize")
+@click.argument("trace", type=_TRACE)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole summary as JSON.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    metavar="N",
+    help="How many markers, kernels and CPU operators to list.",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="OUT.html",
+    help="Also write a self-contained HTML page with charts.",
+)
+def summarize_command(trace: Path, as_json: bool, top: int, html_path: Path | None) -> None:
+    """Summarize where the time of TRACE went: markers, kernels, bottlenecks, advice."""
+    from ncompass.analysis.summary import summarize_trace
+
+    summary = summarize_trace(trace, top=top)
+    if html_path is not None:
+        from ncompass.analysis.html import render_html
+
+        _write_text(html_path, render_html(summary, top=top))
+        click.echo(f"wrote {html_path}", err=True)
+    if as_json:
+        click.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(summary["markdown"], nl=False)
+
+
+@click.command("breakdown")
+@click.argument("traces", nargs=-1, required=True, type=_TRACE)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--exclude-last-step",
+    is_flag=True,
+    help="Count only GPU work launched before the last ProfilerStep (as HTA does).",
+)
+def breakdown_command(traces: tuple[Path, ...], as_json: bool, exclude_last_step: bool) -> None:
+    """Temporal and kernel-type breakdown of GPU time, one TRACE per rank."""
+    from ncompass.analysis.breakdown import breakdown
+
+    result = breakdown(traces, exclude_last_profiler_step=exclude_last_step)
+    if as_json:
+        click.echo(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        return
+    from ncompass.analysis.markdown import format_duration
+
+    header = f"{'rank':>5} {'span':>11} {'compute':>18} {'non-compute':>18} {'idle':>18} "
+    click.echo(header + f"{'host-bound idle':>18} {'GPU events':>10}")
+    for rank in result.ranks:
+        span = rank.kernel_span_us
+
+        def cell(value: float, span: float = span) -> str:
+            share = f"{value / span:6.1%}" if span > 0 else "     -"
+            return f"{format_duration(value):>11} {share}"
+
+        click.echo(
+            f"{rank.rank:>5} {format_duration(span):>11} {cell(rank.compute_us)} "
+            f"{cell(rank.non_compute_us)} {cell(rank.idle_us)} "
+            f"{cell(rank.idle_gaps.host_bound_us)} {rank.gpu_events:>10}"
+        )
+    click.echo(
+        "kernel types over ranks: "
+        f"computation {format_duration(result.computation_us)}, "
+        f"communication {format_duration(result.communication_us)}, "
+        f"memory {format_duration(result.memory_us)}"
+    )
+    for rank in result.ranks:
+        launches = rank.launches
+        if launches.linked:
+            click.echo(
+                f"rank {rank.rank} launches: {launches.linked}/{launches.gpu_events} linked, "
+                f"median delay {format_duration(launches.launch_delay_us.median)}, "
+                f"median CPU launch {format_duration(launches.launch_cpu_us.median)}, "
+                f"median GPU {format_duration(launches.gpu_duration_us.median)}, "
+                f"{launches.shorter_than_launch} shorter than their launch"
+            )
+
+
+@click.command("filter")
+@click.argument("trace", type=_TRACE)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="OUT",
+    help="Where to write the filtered trace (.json or .json.gz).",
+)
+@click.option(
+    "--min-duration-us",
+    type=click.FloatRange(min=0.0),
+    default=0.0,
+    show_default=True,
+    metavar="X",
+    help="Drop events shorter than X microseconds.",
+)
+@click.option("--no-kernels", is_flag=True, help="Drop the GPU events the markers launched.")
+@click.option(
+    "--direct-children", is_flag=True, help="Also keep the CPU events directly inside markers."
+)
+def filter_command(
+    trace: Path, output: Path, min_duration_us: float, no_kernels: bool, direct_children: bool
+) -> None:
+    """Keep the markers of TRACE and what they launched; write OUT."""
+    from ncompass.traces.filter import filter_trace
+
+    written = filter_trace(
+        trace,
+        output,
+        include_cuda_kernels=not no_kernels,
+        include_direct_children=direct_children,
+        min_duration_us=min_duration_us,
+    )
+    click.echo(f"wrote {written}", err=True)
+
+
+@click.command("merge")
+@click.argument("traces", nargs=-1, required=True, type=_TRACE)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="OUT",
+    help="Where to write the merged trace (.json or .json.gz).",
+)
+def merge_command(traces: tuple[Path, ...], output: Path) -> None:
+    """Merge per-rank TRACES into one timeline, one process per rank."""
+    from ncompass.traces.merge import merge_traces
+
+    written = merge_traces(traces, output)
+    click.echo(f"wrote {written}", err=True)
+
+
+def _write_text(path: Path, text: str) -> None:
+    from ncompass.errors import NcompassError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise NcompassError(f"{path}: cannot write ({error.strerror})") from None

@@ -1,0 +1,200 @@
+"""Keep the marker ranges of a trace and what they launched; drop the rest (the seed's filter).
+
+The input is streamed twice (three times with direct children): once to link GPU events to the
+markers that launched them, then to write what is kept. Metadata events (process and thread
+names) are always kept, so Perfetto labels the tracks as in the original.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+from ncompass.traces.events import (
+    FLOW_PHASES,
+    GPU_CATEGORIES,
+    LAUNCH_FLOW_CATEGORIES,
+    MARKER_CATEGORY,
+    Event,
+    microseconds,
+)
+from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace
+from ncompass.traces.reader import TraceReader
+from ncompass.traces.writer import TraceWriter
+
+_GPU_MARKER_CATEGORY = "gpu_user_annotation"
+
+
+def filter_trace(
+    path: str | Path,
+    output_path: str | Path | None = None,
+    *,
+    include_cuda_kernels: bool = True,
+    include_direct_children: bool = False,
+    min_duration_us: float = 0.0,
+    progress: bool | None = None,
+) -> Path:
+    """Write a smaller trace with only the markers and, optionally, what ran inside them.
+
+    Args:
+        path: The trace to filter (``.json`` or ``.json.gz``).
+        output_path: Where to write; default ``<name>.filtered.json`` (``.json.gz`` for a gzip
+            input) next to the input.
+        include_cuda_kernels: Keep the GPU events launched inside a marker (and their launch
+            flows, and the GPU-side copies of the markers).
+        include_direct_children: Keep the CPU events directly nested in a marker.
+        min_duration_us: Drop complete events shorter than this (metadata is always kept).
+        progress: Progress bar on stderr (None: only on a terminal, for large files).
+
+    Returns:
+        The path written.
+
+    Raises:
+        TraceError: The input is missing or corrupt, or the output cannot be written.
+    """
+    source = Path(path)
+    target = Path(output_path) if output_path is not None else _default_output(source)
+    trace = link_trace(source, progress=progress)
+    launched_in_markers = (
+        _correlations_launched_in_markers(trace) if include_cuda_kernels else set()
+    )
+    children = _direct_children(source, trace) if include_direct_children else bytearray()
+    with TraceWriter(target, metadata=trace.metadata) as writer:
+        for batch in _kept_batches(
+            source,
+            launched_in_markers,
+            children,
+            include_cuda_kernels=include_cuda_kernels,
+            min_duration_us=min_duration_us,
+        ):
+            writer.write_many(batch)
+    return target
+
+
+def _default_output(source: Path) -> Path:
+    name = source.name
+    for suffix in (".json.gz", ".json", ".gz"):
+        if name.endswith(suffix):
+            stem, ending = name[: -len(suffix)], suffix
+            break
+    else:
+        stem, ending = name, ".json"
+    return source.with_name(f"{stem}.filtered{ending}")
+
+
+def _correlations_launched_in_markers(trace: LinkedTrace) -> set[int]:
+    launches = trace.launches
+    return {
+        launches.correlation[index]
+        for index, marker in enumerate(launches.marker)
+        if marker != NO_LINK
+    }
+
+
+def _kept_batches(
+    source: Path,
+    launched_in_markers: set[int],
+    children: bytearray,
+    *,
+    include_cuda_kernels: bool,
+    min_duration_us: float,
+) -> Iterator[list[Event]]:
+    ordinal = 0
+    # For B/E pairs: whether each open B on a thread was kept, so its E follows it.
+    open_ranges: dict[tuple[object, object], list[bool]] = defaultdict(list)
+    for batch in TraceReader(source, progress=False).batches():
+        kept: list[Event] = []
+        for event in batch:
+            phase = event.get("ph")
+            if phase == "M":
+                kept.append(event)
+            elif phase == "X":
+                if microseconds(event.get("dur")) < min_duration_us:
+                    pass
+                elif (ordinal < len(children) and children[ordinal]) or _keeps_complete(
+                    event, launched_in_markers, include_cuda_kernels
+                ):
+                    kept.append(event)
+            elif phase == "B":
+                keep = _category(event) == MARKER_CATEGORY
+                open_ranges[(event.get("pid"), event.get("tid"))].append(keep)
+                if keep:
+                    kept.append(event)
+            elif phase == "E":
+                stack = open_ranges.get((event.get("pid"), event.get("tid")))
+                if stack and stack.pop():
+                    kept.append(event)
+            elif phase in FLOW_PHASES and include_cuda_kernels:
+                kept_flow = _category(event) in LAUNCH_FLOW_CATEGORIES
+                if kept_flow and event.get("id") in launched_in_markers:
+                    kept.append(event)
+            ordinal += 1
+        if kept:
+            yield kept
+
+
+def _keeps_complete(
+    event: Event, launched_in_markers: set[int], include_cuda_kernels: bool
+) -> bool:
+    category = _category(event)
+    if category == MARKER_CATEGORY:
+        return True
+    if not include_cuda_kernels:
+        return False
+    if category == _GPU_MARKER_CATEGORY:
+        return True
+    if category in GPU_CATEGORIES:
+        args = event.get("args")
+        correlation = args.get("correlation") if isinstance(args, dict) else None
+        return correlation in launched_in_markers
+    return False
+
+
+def _category(event: Event) -> str:
+    category = event.get("cat")
+    return category.lower() if isinstance(category, str) else ""
+
+
+def _direct_children(source: Path, trace: LinkedTrace) -> bytearray:
+    """Mark (by position in the file) the CPU events whose innermost enclosing range is a marker."""
+    marker_threads = {trace.threads[marker.thread] for marker in trace.markers}
+    starts: array[float] = array("d")
+    ends: array[float] = array("d")
+    ordinals: array[int] = array("q")
+    threads: list[tuple[object, object]] = []
+    ordinal = 0
+    for batch in TraceReader(source, progress=False).batches():
+        for event in batch:
+            if event.get("ph") == "X":
+                thread = (event.get("pid"), event.get("tid"))
+                category = _category(event)
+                if (
+                    thread in marker_threads
+                    and category != MARKER_CATEGORY
+                    and category not in GPU_CATEGORIES
+                ):
+                    start = microseconds(event.get("ts"))
+                    starts.append(start)
+                    ends.append(start + microseconds(event.get("dur")))
+                    ordinals.append(ordinal)
+                    threads.append(thread)
+            ordinal += 1
+    flags = bytearray(ordinal)
+    # One time-ordered sweep per thread over markers and candidates together.
+    ranges: dict[tuple[object, object], list[tuple[float, float, int]]] = defaultdict(list)
+    for marker in trace.markers:
+        ranges[trace.threads[marker.thread]].append((marker.start, marker.end, NO_LINK))
+    for index, thread in enumerate(threads):
+        ranges[thread].append((starts[index], ends[index], ordinals[index]))
+    for items in ranges.values():
+        items.sort(key=lambda item: (item[0], -item[1], item[2] != NO_LINK))
+        stack: list[tuple[float, float, int]] = []
+        for start, end, position in items:
+            while stack and not (stack[-1][0] <= start and end <= stack[-1][1]):
+                stack.pop()
+            if position != NO_LINK and stack and stack[-1][2] == NO_LINK:
+                flags[position] = 1
+            stack.append((start, end, position))
+    return flags

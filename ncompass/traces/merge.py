@@ -1,0 +1,175 @@
+"""Merge per-rank traces into one timeline: one process per rank, clocks aligned.
+
+Each rank becomes one process (named ``rank N``) whose threads are the rank's original CPU
+threads and GPU streams, so Perfetto shows one group per rank. Timestamps are aligned on
+``baseTimeNanoseconds`` when the traces have it (Kineto then writes times relative to it).
+Flow ids and ``args.correlation`` are made unique per rank so links never cross ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ncompass.errors import TraceError
+from ncompass.traces.events import Event, microseconds
+from ncompass.traces.reader import TraceReader, read_metadata
+from ncompass.traces.writer import TraceWriter
+
+_ID_STRIDE = 10**12  # per-rank offset of flow ids and correlations
+_THREADS_PER_RANK = 1_000_000
+
+
+@dataclass
+class _RankPlan:
+    rank: int
+    path: Path
+    shift_us: float
+    process_names: dict[Any, str] = field(default_factory=dict)
+    thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
+    thread_ids: dict[tuple[Any, Any], int] = field(default_factory=dict)
+
+    def thread_id(self, pid: Any, tid: Any) -> int:
+        key = (pid, tid)
+        index = self.thread_ids.get(key)
+        if index is None:
+            index = self.thread_ids[key] = self.rank * _THREADS_PER_RANK + len(self.thread_ids)
+        return index
+
+
+def merge_traces(
+    paths: Sequence[str | Path], output_path: str | Path, *, progress: bool | None = None
+) -> Path:
+    """Merge traces of several ranks into one trace file.
+
+    Args:
+        paths: One trace per rank. A trace's rank is its ``distributedInfo.rank``, else its
+            position in ``paths``.
+        output_path: Where to write (``.json`` or ``.json.gz``).
+        progress: Progress bar on stderr (None: only on a terminal, for large files).
+
+    Returns:
+        The path written.
+
+    Raises:
+        TraceError: A trace is missing or corrupt, two traces claim the same rank, or no trace
+            was given.
+    """
+    if not paths:
+        raise TraceError("merge needs at least one trace file")
+    metadata = [read_metadata(path) for path in paths]
+    plans = _plan(paths, metadata)
+    header: dict[str, Any] = {"schemaVersion": metadata[0].get("schemaVersion", 1)}
+    bases = [_base_time_ns(meta) for meta in metadata]
+    if all(base is not None for base in bases):
+        header["baseTimeNanoseconds"] = min(base for base in bases if base is not None)
+    header["displayTimeUnit"] = "ms"
+    header["mergedRanks"] = [{"rank": plan.rank, "path": str(plan.path)} for plan in plans]
+    with TraceWriter(output_path, metadata=header) as writer:
+        for plan in plans:
+            for batch in TraceReader(plan.path, progress=progress).batches():
+                writer.write_many(_rewrite(plan, batch))
+            writer.write_many(_labels(plan))
+    return Path(output_path)
+
+
+def _plan(paths: Sequence[str | Path], metadata: list[dict[str, Any]]) -> list[_RankPlan]:
+    bases = [_base_time_ns(meta) for meta in metadata]
+    aligned_on_base = all(base is not None for base in bases)
+    earliest = min((base for base in bases if base is not None), default=0)
+    plans: list[_RankPlan] = []
+    owners: dict[int, Path] = {}
+    for position, (path, meta, base) in enumerate(zip(paths, metadata, bases, strict=True)):
+        info = meta.get("distributedInfo")
+        rank = info.get("rank") if isinstance(info, dict) else None
+        rank = rank if isinstance(rank, int) else position
+        if rank in owners:
+            raise TraceError(f"{path} and {owners[rank]} are both rank {rank}: pass one per rank")
+        owners[rank] = Path(path)
+        # With every rank relative to its own base, shift onto the earliest base; otherwise make
+        # every timestamp absolute (a trace without a base already is).
+        shift_ns = (base or 0) - earliest if aligned_on_base else (base or 0)
+        plans.append(_RankPlan(rank=rank, path=Path(path), shift_us=shift_ns / 1000.0))
+    return plans
+
+
+def _base_time_ns(metadata: dict[str, Any]) -> int | None:
+    base = metadata.get("baseTimeNanoseconds")
+    return base if isinstance(base, int) and not isinstance(base, bool) else None
+
+
+def _rewrite(plan: _RankPlan, events: list[Event]) -> list[Event]:
+    rewritten: list[Event] = []
+    id_offset = plan.rank * _ID_STRIDE
+    for event in events:
+        pid, tid = event.get("pid"), event.get("tid")
+        phase = event.get("ph")
+        if phase == "M":
+            _remember_label(plan, event)
+            continue  # replaced by the rank's own labels at the end
+        copy = dict(event)
+        copy["pid"] = plan.rank
+        copy["tid"] = plan.thread_id(pid, tid)
+        if "ts" in copy and plan.shift_us:
+            copy["ts"] = microseconds(copy["ts"]) + plan.shift_us
+        if isinstance(copy.get("id"), int) and id_offset:
+            copy["id"] = copy["id"] + id_offset
+        args = copy.get("args")
+        if isinstance(args, dict) and isinstance(args.get("correlation"), int) and id_offset:
+            copy["args"] = {**args, "correlation": args["correlation"] + id_offset}
+        rewritten.append(copy)
+    return rewritten
+
+
+def _remember_label(plan: _RankPlan, event: Event) -> None:
+    args = event.get("args")
+    label = args.get("name") if isinstance(args, dict) else None
+    if not isinstance(label, str):
+        return
+    if event.get("name") == "process_name":
+        plan.process_names[event.get("pid")] = label
+    elif event.get("name") == "thread_name":
+        plan.thread_names[(event.get("pid"), event.get("tid"))] = label
+
+
+def _labels(plan: _RankPlan) -> list[Event]:
+    labels: list[Event] = [
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": plan.rank,
+            "tid": 0,
+            "args": {"name": f"rank {plan.rank}"},
+        },
+        {
+            "ph": "M",
+            "name": "process_sort_index",
+            "pid": plan.rank,
+            "tid": 0,
+            "args": {"sort_index": plan.rank},
+        },
+    ]
+    for order, ((pid, tid), thread) in enumerate(plan.thread_ids.items()):
+        process = plan.process_names.get(pid, f"pid {pid}")
+        name = plan.thread_names.get((pid, tid), f"thread {tid}")
+        labels.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": plan.rank,
+                "tid": thread,
+                "args": {"name": f"{process} · {name}"},
+            }
+        )
+        labels.append(
+            {
+                "ph": "M",
+                "name": "thread_sort_index",
+                "pid": plan.rank,
+                "tid": thread,
+                "args": {"sort_index": order},
+            }
+        )
+    return labels
