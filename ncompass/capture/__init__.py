@@ -1,1 +1,1 @@
-"""Profiler lifecycle (torch profiler, nvtx, none), the capture_trace decorator and trace file naming."""
+"""Profiler lifecycle (torch profiler, nvtx, none), ``capture_trace`` and trace file naming."""

@@ -1,1 +1,1 @@
-"""The import hook: a meta-path finder and loader that rewrites target modules, with a bytecode cache."""
+"""The import hook: a meta-path finder and loader that rewrite target modules, with a code cache."""

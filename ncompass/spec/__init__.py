@@ -1,1 +1,1 @@
-"""Target specs: YAML/dict → validated pydantic models, versions and migration, merge, file:line errors."""
+"""Target specs: YAML/dict → validated models, versions and migration, merge, file:line errors."""

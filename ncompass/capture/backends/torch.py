@@ -1,0 +1,129 @@
+"""``--profiler torch``: the PyTorch profiler, writing a Chrome/Perfetto trace.
+
+At most one torch profiler records in a process. While one is active, ``capture_trace`` calls
+inside it add *windows*: after the trace is written, each window's slice of it is written to a
+trace file of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ncompass.errors import CaptureError
+
+
+@dataclass(frozen=True)
+class TraceWindow:
+    """A slice of the active trace to write on its own: the span of the range named ``marker``."""
+
+    marker: str
+    title: str
+    output_path: Path
+
+
+class TorchProfiler:
+    """One ``torch.profiler.profile`` session that writes one Chrome trace.
+
+    Args:
+        output_path: Where the trace goes (``.json``; ``.json.gz`` is compressed).
+        record_shapes: Record input shapes of ops.
+        profile_memory: Record allocations.
+        with_stack: Record Python stacks of ops.
+    """
+
+    name = "torch"
+    marker_context = "torch"
+
+    _active: ClassVar[TorchProfiler | None] = None
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        output_path: Path,
+        *,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+    ) -> None:
+        self.output_path = output_path
+        self.record_shapes = record_shapes
+        self.profile_memory = profile_memory
+        self.with_stack = with_stack
+        self.windows: list[TraceWindow] = []
+        self._profile: Any = None
+
+    @classmethod
+    def active(cls) -> TorchProfiler | None:
+        """The torch profiler recording in this process, if one is."""
+        return cls._active
+
+    def start(self) -> None:
+        """Start recording (CPU, and CUDA when a device is present).
+
+        Raises:
+            CaptureError: torch is not installed, or another torch profiler is recording.
+        """
+        try:
+            import torch
+            from torch.profiler import ProfilerActivity, profile
+        except ImportError:
+            raise CaptureError(
+                "--profiler torch needs PyTorch: pip install torch (or use --profiler nvtx/none)"
+            ) from None
+        with self._lock:
+            if TorchProfiler._active is not None or torch._C._autograd._profiler_enabled():
+                raise CaptureError("a torch profiler is already recording in this process")
+            activities = [ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(ProfilerActivity.CUDA)
+            self._profile = profile(
+                activities=activities,
+                record_shapes=self.record_shapes,
+                profile_memory=self.profile_memory,
+                with_stack=self.with_stack,
+            )
+            self._profile.__enter__()
+            TorchProfiler._active = self
+
+    def add_window(self, title: str, output_path: Path) -> str:
+        """Register a window; returns the unique range name to record around it."""
+        marker = f"ncompass.window#{len(self.windows) + 1}:{title}"
+        self.windows.append(TraceWindow(marker, title, output_path))
+        return marker
+
+    def stop(self) -> Path:
+        """Stop recording and write the trace (and the windows' traces).
+
+        Raises:
+            CaptureError: the trace cannot be written.
+        """
+        profile, self._profile = self._profile, None
+        with self._lock:
+            TorchProfiler._active = None
+        if profile is None:
+            raise CaptureError("the torch profiler was not started")
+        profile.__exit__(None, None, None)
+        self.output_path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.output_path.with_name(f".{self.output_path.name}.{os.getpid()}.tmp")
+        if self.output_path.name.endswith(".gz"):
+            temporary = temporary.with_name(temporary.name + ".json.gz")
+        try:
+            profile.export_chrome_trace(str(temporary))
+            os.replace(temporary, self.output_path)
+        except OSError as error:
+            raise CaptureError(f"cannot write trace {self.output_path}: {error}") from None
+        finally:
+            if temporary.exists():
+                temporary.unlink()
+        if self.windows:
+            from ncompass.capture.windows import write_windows
+
+            write_windows(self.output_path, self.windows)
+        return self.output_path
+
+
+__all__ = ["TorchProfiler", "TraceWindow"]

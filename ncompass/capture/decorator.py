@@ -1,0 +1,145 @@
+"""``capture_trace``: profile one function's calls, but only when profiling is on.
+
+A pass-through unless ``NCOMPASS_PROFILE=1`` (``ncompass run`` and profiling sessions set it).
+When on, each call writes ``{trace_name}.json`` into the trace folder (``$NCOMPASS_TRACE_DIR``,
+default ``traces``), never overwriting an earlier one. Inside another profiled region (a nested
+``capture_trace``, or ``ncompass run --profiler torch``) the call is cut out of the outer trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar, overload
+
+from ncompass.capture.backends.torch import TorchProfiler
+from ncompass.capture.trace_files import claim_trace_path, trace_dir
+
+PROFILE_ENV = "NCOMPASS_PROFILE"
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def profiling_enabled() -> bool:
+    """Whether ``capture_trace`` records (``NCOMPASS_PROFILE=1``)."""
+    return os.environ.get(PROFILE_ENV, "") not in ("", "0", "false", "False")
+
+
+class TorchProfilerContext:
+    """Profile a block with the PyTorch profiler and write ``{output_dir}/{name}.json``.
+
+    The seed SDK's ``TorchProfilerContext``; it records whether or not profiling is switched on.
+
+    Args:
+        name: Trace name (also recorded as a range around the block).
+        output_dir: Trace folder (default: ``$NCOMPASS_TRACE_DIR`` or ``traces``).
+        record_shapes: Record input shapes of ops.
+        profile_memory: Record allocations.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        output_dir: str | os.PathLike[str] | None = None,
+        *,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+    ) -> None:
+        self.name = name
+        self.output_dir = trace_dir(output_dir)
+        self.record_shapes = record_shapes
+        self.profile_memory = profile_memory
+        self.trace_path: Path | None = None
+        self._profiler: TorchProfiler | None = None
+        self._range: AbstractContextManager[Any] = nullcontext()
+
+    def __enter__(self) -> TorchProfilerContext:
+        import torch
+
+        self.trace_path = claim_trace_path(self.output_dir, self.name)
+        outer = TorchProfiler.active()
+        if outer is not None:
+            marker = outer.add_window(self.name, self.trace_path)
+        else:
+            self._profiler = TorchProfiler(
+                self.trace_path,
+                record_shapes=self.record_shapes,
+                profile_memory=self.profile_memory,
+            )
+            self._profiler.start()
+            marker = self.name
+        self._range = torch.profiler.record_function(marker)
+        self._range.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._range.__exit__(exc_type, exc, tb)
+        if self._profiler is not None:
+            profiler, self._profiler = self._profiler, None
+            profiler.stop()
+
+
+@overload
+def capture_trace(function: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def capture_trace(
+    function: None = None,
+    /,
+    *,
+    trace_name: str | None = None,
+    record_shapes: bool = False,
+    profile_memory: bool = False,
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def capture_trace(
+    function: Callable[P, R] | None = None,
+    /,
+    *,
+    trace_name: str | None = None,
+    record_shapes: bool = False,
+    profile_memory: bool = False,
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    """Profile each call of the decorated function when profiling is on.
+
+    Usable bare (``@capture_trace``) or with options
+    (``@capture_trace(trace_name="matmul", record_shapes=True)``).
+
+    Args:
+        trace_name: Trace file name without ``.json`` (default: the function's name).
+        record_shapes: Record tensor shapes.
+        profile_memory: Record memory allocations.
+    """
+
+    def decorate(target: Callable[P, R]) -> Callable[P, R]:
+        name: str = trace_name or getattr(target, "__name__", None) or "trace"
+
+        @functools.wraps(target)
+        def traced(*args: P.args, **kwargs: P.kwargs) -> R:
+            if not profiling_enabled():
+                return target(*args, **kwargs)
+            with TorchProfilerContext(
+                name, record_shapes=record_shapes, profile_memory=profile_memory
+            ):
+                return target(*args, **kwargs)
+
+        return traced
+
+    if function is not None:
+        return decorate(function)
+    return decorate
+
+
+__all__ = ["PROFILE_ENV", "TorchProfilerContext", "capture_trace", "profiling_enabled"]

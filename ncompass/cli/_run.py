@@ -1,0 +1,97 @@
+"""``ncompass run``: run a script or module under rewrites and a profiler."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ncompass.capture.backends.base import PROFILERS
+
+
+@click.command(
+    "run",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "--config",
+    "-c",
+    "configs",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Target spec (YAML/JSON); repeat to merge several.",
+)
+@click.option(
+    "--profiler",
+    type=click.Choice(PROFILERS),
+    default="torch",
+    show_default=True,
+    help="torch: write a Chrome trace; nvtx: NVTX ranges for Nsight Systems; none: rewrite only.",
+)
+@click.option(
+    "--output-dir",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Trace folder [default: $NCOMPASS_TRACE_DIR or ./traces].",
+)
+@click.option(
+    "--trace-name", default=None, help="Trace file name without .json [default: SCRIPT-TIME]."
+)
+@click.option("--record-shapes", is_flag=True, help="Record tensor shapes (torch profiler).")
+@click.option("--profile-memory", is_flag=True, help="Record allocations (torch profiler).")
+@click.option("--with-stack", is_flag=True, help="Record Python stacks of ops (torch profiler).")
+@click.option("--full-trace", is_flag=True, help="Wrap the whole run in one top-level range.")
+@click.option("-m", "module", default=None, metavar="MODULE", help="Run a module, like python -m.")
+@click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+def run_command(
+    configs: tuple[Path, ...],
+    profiler: str,
+    output_dir: Path | None,
+    trace_name: str | None,
+    record_shapes: bool,
+    profile_memory: bool,
+    with_stack: bool,
+    full_trace: bool,
+    module: str | None,
+    arguments: tuple[str, ...],
+) -> None:
+    """Run SCRIPT (or -m MODULE) with ARGS under the specs' rewrites and a profiler.
+
+    The exit code is the script's. Example:
+
+        ncompass run --config configs/attn.yaml examples/tiny_transformer.py --steps 3
+    """
+    from ncompass.capture.runner import RunOptions, run
+
+    args = list(arguments)
+    script: str | None = None
+    if module is None:
+        if not args:
+            raise click.UsageError("give a SCRIPT to run (or -m MODULE)")
+        script = args.pop(0)
+    options = RunOptions(
+        specs=list(configs),
+        script=script,
+        module=module,
+        args=args,
+        profiler=profiler,
+        output_dir=output_dir,
+        trace_name=trace_name,
+        record_shapes=record_shapes,
+        profile_memory=profile_memory,
+        with_stack=with_stack,
+        full_trace=full_trace,
+    )
+    result = run(options)
+    sys.stdout.flush()
+    if result.trace_path is not None:
+        markers = len(result.markers)
+        click.echo(
+            f"ncompass: trace written to {result.trace_path} ({markers} marker"
+            f"{'s' if markers != 1 else ''} placed, {result.duration_s:.2f} s); "
+            f"see `ncompass summarize {result.trace_path}`",
+            err=True,
+        )
+    raise SystemExit(result.exit_code)

@@ -1,0 +1,64 @@
+"""What the import hook has changed in this process, so it can be listed and undone."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from types import CodeType, FunctionType
+from typing import Any
+
+
+@dataclass(eq=False)
+class RewrittenModule:
+    """A module running rewritten code.
+
+    Attributes:
+        name: The module's name in ``sys.modules``.
+        path: Its source file.
+        digest: The digest of the spec entries it was rewritten for.
+        manifest: One entry per marker site (see ``MarkerSite.to_dict``).
+        originals: Functions whose ``__code__`` was swapped in place, with their old code.
+    """
+
+    name: str
+    path: str
+    digest: str
+    manifest: list[dict[str, Any]]
+    originals: list[tuple[FunctionType, CodeType]] = field(default_factory=list)
+
+
+class Registry:
+    """Thread-safe record of rewritten modules, by module name."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._modules: dict[str, RewrittenModule] = {}
+
+    def record(self, module: RewrittenModule) -> None:
+        """Remember (or replace) the record of a rewritten module."""
+        with self._lock:
+            self._modules[module.name] = module
+
+    def pop(self, name: str) -> RewrittenModule | None:
+        """Forget a module's record and return it."""
+        with self._lock:
+            return self._modules.pop(name, None)
+
+    def get(self, name: str) -> RewrittenModule | None:
+        """The record of module ``name``."""
+        with self._lock:
+            return self._modules.get(name)
+
+    def modules(self) -> list[RewrittenModule]:
+        """Every rewritten module."""
+        with self._lock:
+            return list(self._modules.values())
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """Every marker site placed in this process (marker name → module, function, lines)."""
+        return [site for module in self.modules() for site in module.manifest]
+
+
+REGISTRY = Registry()
+
+__all__ = ["REGISTRY", "Registry", "RewrittenModule"]

@@ -1,0 +1,185 @@
+"""Run a script or a module as ``__main__``, the way ``python script.py`` / ``python -m`` would,
+with the script itself rewritten when a spec targets its file.
+
+Faithful means: ``sys.argv`` and ``sys.path[0]`` as Python sets them, a fresh ``__main__``
+module (also reachable as ``__mp_main__``), ``if __name__ == "__main__":`` blocks run,
+``SystemExit`` codes passed through, and uncaught exceptions printed through ``sys.excepthook``
+with the user's own frames only, at the original file and lines.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.machinery import SourceFileLoader
+from types import CodeType, ModuleType, TracebackType
+
+from ncompass.errors import NcompassError
+from ncompass.importer.hook import active_table
+from ncompass.importer.loader import rewritten_code
+from ncompass.importer.registry import REGISTRY, RewrittenModule
+from ncompass.rewrite.source import decode_source
+
+EXIT_UNCAUGHT = 1
+EXIT_INTERRUPTED = 130
+
+
+class ScriptNotFoundError(NcompassError):
+    """The script to run does not exist or is not a file."""
+
+
+@dataclass(frozen=True)
+class ScriptOutcome:
+    """How a script ended: its exit code and, when it raised, the exception."""
+
+    exit_code: int
+    error: BaseException | None = None
+
+
+def run_script(path: str, args: list[str]) -> ScriptOutcome:
+    """Run the file ``path`` as ``__main__`` with ``sys.argv = [path, *args]``.
+
+    Raises:
+        ScriptNotFoundError: the file does not exist.
+        SpecError / RewriteError: the spec targets the script and does not match it.
+    """
+    if not os.path.isfile(path):
+        raise ScriptNotFoundError(f"{path}: no such script; check the path (or use -m MODULE)")
+    real = os.path.realpath(path)
+    code = _script_code(real)
+    main = ModuleType("__main__")
+    main.__dict__.update(
+        __file__=path,
+        __cached__=None,
+        __package__=None,
+        __spec__=None,
+        __loader__=SourceFileLoader("__main__", path),
+        __builtins__=__builtins__,
+    )
+    with _as_main(main, [path, *args], os.path.dirname(real)):
+        return _execute(lambda: exec(code, main.__dict__))
+
+
+def run_module(name: str, args: list[str]) -> ScriptOutcome:
+    """Run module ``name`` as ``__main__`` like ``python -m name args...``.
+
+    Raises:
+        ScriptNotFoundError: no such module.
+    """
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError) as error:
+        raise ScriptNotFoundError(f"cannot find module {name!r}: {error}") from None
+    if spec is None:
+        raise ScriptNotFoundError(f"no module named {name!r}; check the name and sys.path")
+    saved_argv, saved_path0 = list(sys.argv), sys.path[0] if sys.path else None
+    sys.argv = [name, *args]
+    if sys.path:
+        sys.path[0] = os.getcwd()
+    try:
+        return _execute(lambda: runpy.run_module(name, run_name="__main__", alter_sys=True))
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None and sys.path:
+            sys.path[0] = saved_path0
+
+
+def _script_code(real_path: str) -> CodeType:
+    with open(real_path, "rb") as handle:
+        data = handle.read()
+    table = active_table()
+    entry = table.for_file(real_path) if table is not None else None
+    if entry is None or table is None:
+        return compile(decode_source(data), real_path, "exec", dont_inherit=True)
+    code, manifest = rewritten_code(
+        os.path.basename(real_path), real_path, data, entry, table.config
+    )
+    REGISTRY.record(RewrittenModule("__main__", real_path, entry.digest, manifest))
+    return code
+
+
+@contextmanager
+def _as_main(main: ModuleType, argv: list[str], directory: str) -> Iterator[None]:
+    saved_main = sys.modules.get("__main__")
+    saved_mp_main = sys.modules.get("__mp_main__")
+    saved_argv = list(sys.argv)
+    saved_path0 = sys.path[0] if sys.path else None
+    sys.modules["__main__"] = main
+    sys.modules["__mp_main__"] = main
+    sys.argv = argv
+    if sys.path:
+        sys.path[0] = directory
+    else:
+        sys.path.append(directory)
+    try:
+        yield
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None:
+            sys.path[0] = saved_path0
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+        if saved_mp_main is not None:
+            sys.modules["__mp_main__"] = saved_mp_main
+        else:
+            sys.modules.pop("__mp_main__", None)
+
+
+def _execute(body: Callable[[], object]) -> ScriptOutcome:
+    try:
+        body()
+    except SystemExit as exit_:
+        return ScriptOutcome(_exit_code(exit_.code))
+    except NcompassError:
+        raise  # a spec that does not match a module the script imports: a user error, exit 2
+    except KeyboardInterrupt as interrupt:
+        _report(interrupt)
+        return ScriptOutcome(EXIT_INTERRUPTED, interrupt)
+    except BaseException as error:
+        _report(error)
+        return ScriptOutcome(EXIT_UNCAUGHT, error)
+    return ScriptOutcome(0)
+
+
+def _exit_code(code: object) -> int:
+    """``SystemExit.code`` as a process exit code, printing a message code like Python does."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _report(error: BaseException) -> None:
+    """Print an uncaught exception through ``sys.excepthook``, without ncompass's own frames."""
+    trimmed = _user_frames(error.__traceback__)
+    try:
+        sys.excepthook(type(error), error, trimmed)
+    except Exception:
+        traceback.print_exception(type(error), error, trimmed)
+
+
+def _user_frames(tb: TracebackType | None) -> TracebackType | None:
+    """Drop the leading frames that belong to ncompass and runpy."""
+    ours = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(runpy.__file__ or ""))
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.startswith(ours[0]) or filename == runpy.__file__:
+            tb = tb.tb_next
+            continue
+        if filename.startswith("<frozen "):
+            tb = tb.tb_next
+            continue
+        break
+    return tb
+
+
+__all__ = ["ScriptNotFoundError", "ScriptOutcome", "run_module", "run_script"]

@@ -1,0 +1,504 @@
+"""Plan a module's rewrite: resolve every marker of its targets to statements, check the rules,
+and name the marker sites.
+
+Planning reads only the statement index (no libcst edits), so ``ncompass spec validate`` runs it
+to check a spec against the code without rewriting anything.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ncompass.errors import SpecError
+from ncompass.rewrite.locate import (
+    LookupFailure,
+    find_calls,
+    find_scope,
+    match_functions,
+)
+from ncompass.rewrite.ranges import StatementRun, relocate, resolve_lines
+from ncompass.rewrite.source import SourceModule
+from ncompass.rewrite.statements import Block, Scope, StatementIndex
+from ncompass.spec.models import (
+    CallMarker,
+    FunctionMarker,
+    RangeMarker,
+    Replacement,
+    RewriteConfig,
+    TargetSpec,
+)
+
+MarkerKind = Literal["function", "call", "range"]
+
+
+class SpecDriftWarning(UserWarning):
+    """A range was found again by its anchors after the target file changed."""
+
+
+@dataclass(frozen=True)
+class MarkerSite:
+    """One marker as placed in the code: what the manifest records for analysis to map back.
+
+    Attributes:
+        id: Number of the site within its module (names the generated helpers).
+        name: The marker name, or its template when ``dynamic``.
+        kind: "function", "call" or "range".
+        context: The range context (``torch``, ``nvtx``, ``pkg.mod:Class``, ...).
+        module: The module's dotted name or file name.
+        file: The source file.
+        qualname: The function the marker is in (``<module>`` at top level).
+        start_line: First original line covered.
+        end_line: Last original line covered.
+        dynamic: The name has ``{expr}`` parts evaluated at call time.
+        async_safe: Use start/end ranges (the code may suspend inside the range).
+        values: Keyword values for custom contexts.
+        spec_line: Where the marker is written in its spec file.
+    """
+
+    id: int
+    name: str
+    kind: MarkerKind
+    context: str
+    module: str
+    file: str | None
+    qualname: str
+    start_line: int
+    end_line: int
+    dynamic: bool = False
+    async_safe: bool = False
+    values: dict[str, Any] = field(default_factory=dict)
+    spec_line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the manifest entry)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "context": self.context,
+            "module": self.module,
+            "file": self.file,
+            "qualname": self.qualname,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "dynamic": self.dynamic,
+            "async_safe": self.async_safe,
+            "values": self.values,
+            "spec_line": self.spec_line,
+        }
+
+
+@dataclass(eq=False)
+class Wrap:
+    """Statements ``first..last`` of ``block`` wrapped in the range of ``site``.
+
+    ``first > last`` means an empty body (a function with only a docstring): a ``pass`` is wrapped.
+    """
+
+    block: Block
+    first: int
+    last: int
+    site: MarkerSite
+    order: int
+
+
+@dataclass(frozen=True)
+class DefinitionSwap:
+    """Rebind a class, function or method right after its definition."""
+
+    block: Block
+    index: int
+    name: str
+    module: str
+    attribute: str
+
+
+@dataclass(frozen=True)
+class ReferenceSwap:
+    """Replace every read of a dotted name (``F.conv2d``) in the module by another object."""
+
+    name: str
+    module: str
+    attribute: str
+    statements: tuple[Any, ...]
+    helper: str
+
+
+@dataclass(eq=False)
+class RewritePlan:
+    """Everything to do to one module; empty when none of its targets has a marker."""
+
+    source: SourceModule
+    index: StatementIndex
+    sites: list[MarkerSite] = field(default_factory=list)
+    wraps: list[Wrap] = field(default_factory=list)
+    definition_swaps: list[DefinitionSwap] = field(default_factory=list)
+    reference_swaps: list[ReferenceSwap] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """Whether the plan changes nothing."""
+        return not (self.wraps or self.definition_swaps or self.reference_swaps)
+
+    def wraps_by_block(self) -> dict[int, list[Wrap]]:
+        """Wraps grouped by the id of their block's libcst owner node."""
+        grouped: dict[int, list[Wrap]] = {}
+        for wrap in self.wraps:
+            grouped.setdefault(id(wrap.block.owner), []).append(wrap)
+        return grouped
+
+
+def plan_rewrite(
+    source: SourceModule,
+    targets: Sequence[TargetSpec],
+    config: RewriteConfig,
+    index: StatementIndex | None = None,
+) -> RewritePlan:
+    """Resolve every marker of ``targets`` (all naming ``source``) against the code.
+
+    Raises:
+        SpecError: a marker matches nothing, a range breaks a rule, or two ranges overlap;
+            the message names the spec file and the marker's line.
+    """
+    plan = RewritePlan(source, index or StatementIndex(source))
+    planner = _Planner(plan, config)
+    for target in targets:
+        planner.add_target(target)
+    planner.check_overlaps()
+    for note in plan.notes:
+        warnings.warn(note, SpecDriftWarning, stacklevel=2)
+    return plan
+
+
+class _Planner:
+    def __init__(self, plan: RewritePlan, config: RewriteConfig) -> None:
+        self.plan = plan
+        self.config = config
+        self.source = plan.source
+        self.index = plan.index
+        self._order = 0
+        self._spec_path = config.path
+
+    # -- errors --------------------------------------------------------------------------------
+
+    def _fail(self, message: str, entry: Any) -> SpecError:
+        line = getattr(entry, "line", None)
+        return SpecError(message, self._spec_path, line)
+
+    # -- targets -------------------------------------------------------------------------------
+
+    def add_target(self, target: TargetSpec) -> None:
+        self._spec_path = target.spec_path or self.config.path
+        drifted = target.sha256 is not None and target.sha256 != self.source.sha256
+        if drifted and target.functions and not (target.ranges or target.calls):
+            self.plan.notes.append(
+                f"{self.source.filename} changed since the spec was written (sha256 differs); "
+                "function markers still apply by name"
+            )
+        for marker in target.functions:
+            self._add_functions(marker)
+        for call in target.calls:
+            self._add_calls(call)
+        for marker_range in target.ranges:
+            self._add_range(marker_range, drifted)
+        for replacement in target.replace:
+            self._add_replacement(replacement)
+
+    def _add_functions(self, marker: FunctionMarker) -> None:
+        try:
+            scopes = match_functions(self.index, marker.qualname)
+        except LookupFailure as failure:
+            raise self._fail(str(failure), marker) from None
+        for scope in scopes:
+            body = scope.body
+            assert body is not None
+            first = 1 if scope.docstring is not None else 0
+            name = marker.name or f"{self.source.label}:{scope.qualname}"
+            site = self._site(marker, "function", name, scope, scope.start, scope.end)
+            self._wrap(body, first, len(body.statements) - 1, site)
+
+    def _add_calls(self, marker: CallMarker) -> None:
+        try:
+            scope = find_scope(self.index, marker.in_)
+            sites = find_calls(self.index, scope, marker.call)
+        except LookupFailure as failure:
+            raise self._fail(str(failure), marker) from None
+        for call_site in sites:
+            if call_site.in_header:
+                kind = type(call_site.statement.first_ast).__name__.lower()
+                raise self._fail(
+                    f"the call to {marker.call!r} at line {call_site.line} of "
+                    f"{self.source.filename} is in the header of a '{kind}' statement; wrapping "
+                    f"it would wrap the whole '{kind}'. Use a range marker on that statement "
+                    "(lines "
+                    f"{call_site.statement.start}-{call_site.statement.end}) or a function "
+                    "marker on the callee",
+                    marker,
+                )
+        name = marker.name or f"{self.source.label}:{scope.qualname}/{marker.call}"
+        for call_site in sites:
+            statement = call_site.statement
+            block = statement.block
+            position = block.statements.index(statement)
+            site = self._site(marker, "call", name, scope, statement.start, statement.end)
+            self._wrap(block, position, position, site)
+
+    def _add_range(self, marker: RangeMarker, drifted: bool) -> None:
+        try:
+            scope = find_scope(self.index, marker.in_)
+            where = relocate(self.source, scope, marker.lines, marker.first, marker.last, drifted)
+            run = resolve_lines(scope, where.start, where.end)
+        except LookupFailure as failure:
+            raise self._fail(str(failure), marker) from None
+        if where.note:
+            self.plan.notes.append(f"{self.source.label}: range in {scope.qualname}: {where.note}")
+        run = self._skip_leading_docstring(run, scope, marker)
+        start, end = marker.lines
+        name = marker.name or f"{self.source.label}:{scope.qualname}[{start}-{end}]"
+        site = self._site(marker, "range", name, scope, run.start, run.end)
+        self._wrap(run.block, run.first, run.last, site)
+
+    def _skip_leading_docstring(
+        self, run: StatementRun, scope: Scope, marker: RangeMarker
+    ) -> StatementRun:
+        """Keep a docstring (and ``from __future__`` imports) first, outside any range."""
+        keep = 0
+        if run.block is scope.body:
+            if scope.docstring is not None:
+                keep = 1
+            if scope.kind == "module":
+                while keep < len(run.block.statements) and _is_future_import(
+                    run.block.statements[keep].first_ast
+                ):
+                    keep += 1
+        if run.first >= keep:
+            return run
+        if run.last < keep:
+            raise self._fail(
+                f"lines {marker.lines[0]}-{marker.lines[1]} hold only the docstring or "
+                "'from __future__' imports, which must stay first; nothing to measure",
+                marker,
+            )
+        return StatementRun(run.block, keep, run.last)
+
+    def _add_replacement(self, replacement: Replacement) -> None:
+        module, _, attribute = replacement.with_.partition(":")
+        name = replacement.name
+        definition = self._find_definition(name)
+        if definition is None and "." not in name:
+            definition = self._find_global_binding(name)
+        if definition is not None:
+            block, position = definition
+            self.plan.definition_swaps.append(
+                DefinitionSwap(block, position, name, module, attribute)
+            )
+            return
+        reads = _dotted_reads(self.source.tree)
+        if name not in reads:
+            from ncompass.rewrite.locate import closest
+
+            close = closest(name, self.index.qualnames() + sorted(reads))
+            hint = f"; closest: {', '.join(close)}" if close else ""
+            raise self._fail(
+                f"{name!r} is neither defined nor used in {self.source.label}{hint}", replacement
+            )
+        if "." not in name:
+            # a builtin (or a global bound dynamically): shadow it for the whole module
+            assert self.index.module.body is not None
+            self.plan.definition_swaps.append(
+                DefinitionSwap(self.index.module.body, -1, name, module, attribute)
+            )
+            return
+        helper = f"_ncompass_swap_{len(self.plan.reference_swaps) + 1}"
+        statements = _reading_statements(self.index, name)
+        self.plan.reference_swaps.append(
+            ReferenceSwap(name, module, attribute, tuple(statements), helper)
+        )
+
+    def _find_definition(self, name: str) -> tuple[Block, int] | None:
+        """A module-level class/function or a method named ``name``."""
+        scope = self.index.scopes.get(name)
+        if scope is None or scope.statement is None:
+            return None
+        if scope.parent is None or scope.parent.kind == "function":
+            return None  # only module-level definitions and methods can be rebound
+        block = scope.statement.block
+        return block, block.statements.index(scope.statement)
+
+    def _find_global_binding(self, name: str) -> tuple[Block, int] | None:
+        """The last module-level import that binds bare ``name``."""
+        body = self.index.module.body
+        assert body is not None
+        found: tuple[Block, int] | None = None
+        for position, statement in enumerate(body.statements):
+            for node in statement.ast_nodes:
+                if isinstance(node, ast.Import | ast.ImportFrom) and any(
+                    (alias.asname or alias.name.split(".")[0]) == name for alias in node.names
+                ):
+                    found = (body, position)
+        return found
+
+    # -- sites and wraps -----------------------------------------------------------------------
+
+    def _site(
+        self,
+        marker: FunctionMarker | CallMarker | RangeMarker,
+        kind: MarkerKind,
+        name: str,
+        scope: Scope,
+        start: int,
+        end: int,
+    ) -> MarkerSite:
+        dynamic = _is_template(name)
+        if dynamic:
+            self._check_template(name, marker)
+        site = MarkerSite(
+            id=len(self.plan.sites) + 1,
+            name=name,
+            kind=kind,
+            context=marker.context or self.config.context,
+            module=self.source.label,
+            file=str(self.source.path) if self.source.path else None,
+            qualname=scope.qualname,
+            start_line=start,
+            end_line=end,
+            dynamic=dynamic,
+            async_safe=scope.is_async or scope.is_generator,
+            values=dict(marker.values),
+            spec_line=marker.line,
+        )
+        self.plan.sites.append(site)
+        return site
+
+    def _check_template(self, name: str, marker: Any) -> None:
+        try:
+            ast.parse(template_fstring(name), mode="eval")
+        except SyntaxError as error:
+            raise self._fail(
+                f"marker name {name!r} is not a valid template: {error.msg}; write Python "
+                "expressions in {braces} and double literal braces ({{ }})",
+                marker,
+            ) from None
+
+    def _wrap(self, block: Block, first: int, last: int, site: MarkerSite) -> None:
+        self._order += 1
+        self.plan.wraps.append(Wrap(block, first, last, site, self._order))
+
+    def check_overlaps(self) -> None:
+        for wraps in self.plan.wraps_by_block().values():
+            for position, one in enumerate(wraps):
+                for other in wraps[position + 1 :]:
+                    if _partially_overlap(one, other):
+                        raise SpecError(
+                            f"ranges {one.site.name!r} (lines {one.site.start_line}-"
+                            f"{one.site.end_line}) and {other.site.name!r} (lines "
+                            f"{other.site.start_line}-{other.site.end_line}) overlap without "
+                            "nesting; make one contain the other or separate them",
+                            self._spec_path,
+                            other.site.spec_line,
+                        )
+
+
+def template_fstring(name: str) -> str:
+    """The f-string literal that evaluates a marker name template."""
+    return "f" + repr(name)
+
+
+def _is_template(name: str) -> bool:
+    stripped = name.replace("{{", "").replace("}}", "")
+    return "{" in stripped
+
+
+def _partially_overlap(one: Wrap, other: Wrap) -> bool:
+    if one.first > one.last or other.first > other.last:
+        return False
+    disjoint = one.last < other.first or other.last < one.first
+    nested = (one.first <= other.first and other.last <= one.last) or (
+        other.first <= one.first and one.last <= other.last
+    )
+    return not disjoint and not nested
+
+
+def _is_future_import(node: ast.stmt) -> bool:
+    return isinstance(node, ast.ImportFrom) and node.module == "__future__"
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _dotted_reads(tree: ast.AST) -> set[str]:
+    """Every dotted name read in ``tree`` (``F.conv2d``, ``nn.Conv2d``, ``torch``)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute | ast.Name) and isinstance(node.ctx, ast.Load):
+            text = _dotted(node)
+            if text is not None:
+                names.add(text)
+    return names
+
+
+def _reading_statements(index: StatementIndex, name: str) -> list[Any]:
+    """The innermost statements (libcst nodes) that read dotted ``name``."""
+    found: list[Any] = []
+    assert index.module.body is not None
+    for statement in index.statements(index.module.body):
+        if statement.is_compound and not _header_reads(statement.first_ast, name):
+            continue
+        if not statement.is_compound and name not in _dotted_reads_of(statement.ast_nodes):
+            continue
+        found.append(statement.node)
+    return found
+
+
+def _dotted_reads_of(nodes: Sequence[ast.AST]) -> set[str]:
+    names: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        names |= _dotted_reads(node)
+    return names
+
+
+def _header_reads(node: ast.stmt, name: str) -> bool:
+    """Whether a compound statement's own header (not its body) reads ``name``."""
+    header: list[ast.AST] = []
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        header = [*node.decorator_list, node.args]
+        if node.returns is not None:
+            header.append(node.returns)
+    elif isinstance(node, ast.ClassDef):
+        header = [*node.decorator_list, *node.bases, *node.keywords]
+    elif isinstance(node, ast.If | ast.While):
+        header = [node.test]
+    elif isinstance(node, ast.For | ast.AsyncFor):
+        header = [node.iter]
+    elif isinstance(node, ast.With | ast.AsyncWith):
+        header = [item.context_expr for item in node.items]
+    elif isinstance(node, ast.Match):
+        header = [node.subject]
+    return name in _dotted_reads_of(header)
+
+
+__all__ = [
+    "DefinitionSwap",
+    "MarkerSite",
+    "ReferenceSwap",
+    "RewritePlan",
+    "SpecDriftWarning",
+    "Wrap",
+    "plan_rewrite",
+    "template_fstring",
+]

@@ -1,0 +1,224 @@
+"""The target spec as validated pydantic models (version 1) and the public ``RewriteConfig``.
+
+A spec names modules (or files) and, inside them, what to wrap in profiling ranges: whole
+functions, call sites, runs of statements, and what to replace. Version 0 (the seed SDK's dict
+shape) is accepted everywhere a spec is and converted on load (see :mod:`ncompass.spec.legacy`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+SPEC_VERSION = 1
+DEFAULT_CONTEXT = "torch"
+MODULE_LEVEL = "<module>"
+
+
+class _SpecModel(BaseModel):
+    """Base of every spec model: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+
+    # 1-based line in the spec file this entry starts on (set by the loader; None for dict specs).
+    _line: int | None = PrivateAttr(default=None)
+
+    @property
+    def line(self) -> int | None:
+        """The line in the spec file where this entry is written, when it came from a file."""
+        return self._line
+
+
+class FunctionMarker(_SpecModel):
+    """Wrap whole function or method bodies, chosen by qualname or glob."""
+
+    qualname: str = Field(min_length=1)
+    name: str | None = None
+    context: str | None = None
+    values: dict[str, Any] = Field(default_factory=dict)
+
+
+class CallMarker(_SpecModel):
+    """Wrap the statements that call ``call`` inside the function ``in``."""
+
+    in_: str = Field(alias="in", min_length=1)
+    call: str = Field(min_length=1)
+    name: str | None = None
+    context: str | None = None
+    values: dict[str, Any] = Field(default_factory=dict)
+
+
+class RangeMarker(_SpecModel):
+    """Wrap a run of whole statements of one block, given by original line numbers."""
+
+    in_: str = Field(alias="in", min_length=1)
+    lines: tuple[int, int]
+    first: str | None = None
+    last: str | None = None
+    name: str | None = None
+    context: str | None = None
+    values: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("lines")
+    @classmethod
+    def _lines_are_ordered(cls, value: tuple[int, int]) -> tuple[int, int]:
+        start, end = value
+        if start < 1 or end < start:
+            raise ValueError(
+                f"lines must be [start, end] with 1 <= start <= end, got {list(value)}"
+            )
+        return value
+
+
+class Replacement(_SpecModel):
+    """Swap a class or function for another object (``"module:attribute"``)."""
+
+    name: str = Field(min_length=1)
+    with_: str = Field(alias="with", min_length=1)
+
+    @field_validator("with_")
+    @classmethod
+    def _is_module_attribute(cls, value: str) -> str:
+        module, sep, attribute = value.partition(":")
+        if not sep or not module or not attribute:
+            raise ValueError(
+                f"'with' must be 'module:attribute' (e.g. 'pkg.fast:Attention'), got {value!r}"
+            )
+        return value
+
+
+class TargetSpec(_SpecModel):
+    """One module (or file) and everything to instrument or replace in it."""
+
+    module: str | None = None
+    file: str | None = None
+    requires: str | None = None
+    sha256: str | None = None
+    functions: list[FunctionMarker] = Field(default_factory=list)
+    calls: list[CallMarker] = Field(default_factory=list)
+    ranges: list[RangeMarker] = Field(default_factory=list)
+    replace: list[Replacement] = Field(default_factory=list)
+
+    # The spec file this target was written in (specs merged from several files keep theirs).
+    _spec_path: Path | None = PrivateAttr(default=None)
+
+    @property
+    def spec_path(self) -> Path | None:
+        """The spec file this target was written in, if it came from a file."""
+        return self._spec_path
+
+    @model_validator(mode="after")
+    def _names_exactly_one_source(self) -> TargetSpec:
+        if (self.module is None) == (self.file is None):
+            raise ValueError(
+                "a target needs exactly one of 'module' (dotted name) or 'file' (path)"
+            )
+        return self
+
+    @property
+    def label(self) -> str:
+        """How this target is named in messages and default marker names."""
+        if self.module is not None:
+            return self.module
+        return Path(self.file or "").name
+
+    def marker_count(self) -> int:
+        """How many entries (markers and replacements) this target has."""
+        return len(self.functions) + len(self.calls) + len(self.ranges) + len(self.replace)
+
+
+class RewriteConfig(_SpecModel):
+    """A target spec: what to instrument, and how.
+
+    Accepts version 1 (``targets`` is a list) and the seed SDK's version 0 dict shape
+    (``targets`` maps module names to ``class_func_context_wrappings`` and friends), which is
+    converted to version 1 on construction.
+
+    Example:
+        >>> RewriteConfig(targets=[{"module": "mypkg.attn", "functions": [{"qualname": "*"}]}])
+    """
+
+    version: Literal[1] = 1
+    name: str | None = None
+    context: str = DEFAULT_CONTEXT
+    targets: list[TargetSpec] = Field(default_factory=list)
+    ai_analysis_targets: list[str] = Field(default_factory=list)
+    full_trace_mode: bool = False
+
+    # The spec file this config was loaded from (None for dicts); relative `file:` targets and
+    # error messages use it.
+    _path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _convert_version_0(cls, data: Any) -> Any:
+        from ncompass.spec.legacy import is_version_0, version_0_to_1
+
+        if isinstance(data, dict) and is_version_0(data):
+            return version_0_to_1(data)
+        return data
+
+    @property
+    def path(self) -> Path | None:
+        """The spec file this config came from, if any."""
+        return self._path
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> RewriteConfig:
+        """Load and validate a spec file (YAML or JSON, version 0 or 1).
+
+        Raises:
+            SpecError: naming the file and line of the first problem.
+        """
+        from ncompass.spec.loader import load_spec
+
+        return load_spec(path)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RewriteConfig:
+        """Validate a spec given as a dict (version 0 or 1).
+
+        Raises:
+            SpecError: describing the first problem and where in the dict it is.
+        """
+        from ncompass.spec.loader import spec_from_dict
+
+        return spec_from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The version 1 shape, without defaults, ready for YAML or JSON."""
+        body = self.model_dump(by_alias=True, exclude_defaults=True, mode="json")
+        body.pop("version", None)
+        return {"version": SPEC_VERSION, **body}
+
+    def to_yaml(self) -> str:
+        """The spec as version 1 YAML text."""
+        from ncompass.spec.loader import dump_yaml
+
+        return dump_yaml(self)
+
+    def digest(self) -> str:
+        """A stable hash of everything that affects rewriting (part of the bytecode cache key)."""
+        payload = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def targets_for_module(self, module_name: str) -> list[TargetSpec]:
+        """The targets that name ``module_name``."""
+        return [target for target in self.targets if target.module == module_name]
+
+
+__all__ = [
+    "DEFAULT_CONTEXT",
+    "MODULE_LEVEL",
+    "SPEC_VERSION",
+    "CallMarker",
+    "FunctionMarker",
+    "RangeMarker",
+    "Replacement",
+    "RewriteConfig",
+    "TargetSpec",
+]
