@@ -1,0 +1,71 @@
+"""The entry point rewritten modules call: one :func:`bind` per marker site, at import time.
+
+A rewritten module imports this module as ``__ncompass_runtime__`` and, once per marker::
+
+    __nc_enter_3, __nc_exit_3 = __ncompass_runtime__.bind(
+        "torch", "mypkg.attn:Attention.forward", dynamic=False, async_safe=False)
+
+then wraps the marked code in ``h = __nc_enter_3()`` / ``try`` / ``finally: __nc_exit_3(h)``.
+Importing this module is cheap: it never imports torch, nvtx, libcst, pydantic or rich.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from ncompass.runtime.base import MarkerSite
+from ncompass.runtime.colors import parse_color
+from ncompass.runtime.contexts import ResolvedContext, backend_for, resolve_context
+
+
+def bind(
+    context: str,
+    name: str,
+    *,
+    dynamic: bool = False,
+    async_safe: bool = False,
+    values: Mapping[str, object] | None = None,
+    color: str | int | None = None,
+) -> tuple[Callable[..., object], Callable[[object], object]]:
+    """Binds one marker site and returns its ``(enter, exit)`` pair.
+
+    ``enter()`` starts the range and returns a handle; ``exit(handle)`` ends that range. Call
+    exit exactly once per enter, in a ``finally`` block; handles are opaque. When nothing
+    records (no profiler running, no NVTX tool attached), enter and exit do nothing and
+    allocate nothing.
+
+    Args:
+        context: ``"torch"``, ``"nvtx"``, ``"torch+nvtx"``, ``"noop"``, a custom class as
+            ``"package.module:ClassName"``, or a seed context class path (see
+            :func:`ncompass.runtime.contexts.resolve_context`).
+        name: The marker name. With ``dynamic=True``, the name template as written in the
+            spec: it becomes the name when the name function raises.
+        dynamic: When True, ``enter`` takes a zero-argument function returning the name. It is
+            only called when something records; if it raises, ``name`` is used and a
+            :class:`~ncompass.runtime.base.RangeContextWarning` is issued once for this site.
+        async_safe: When True, ranges may interleave on one thread (async code, generators)
+            or end on another thread: NVTX uses start/end ranges instead of push/pop.
+        values: Keyword values passed to a custom context class as ``values=``; the built-in
+            contexts ignore them.
+        color: NVTX colour (a name, ``"#RRGGBB"`` or an integer); by default a stable colour
+            derived from ``name``.
+
+    Returns:
+        ``(enter, exit)``.
+
+    Raises:
+        ContextError: The context cannot be used, the colour is not understood, or values are
+            given to a class that does not accept them.
+    """
+    resolved = resolve_context(context)
+    site = MarkerSite(
+        name=name,
+        dynamic=dynamic,
+        values=values,
+        color=parse_color(color, name=name),
+    )
+    bound = backend_for(resolved).bind(site, async_safe=async_safe)
+    return bound.enter, bound.exit
+
+
+__all__ = ["ResolvedContext", "bind", "resolve_context"]
