@@ -2,10 +2,11 @@
 
 ``ncompass run --gpu-monitor`` calls these after the profiler has written its trace:
 
-- ``counter_events`` turns samples into ``"ph": "C"`` events, one track per metric per device,
-  so utilisation shows under the markers in Perfetto;
-- ``low_utilisation_stretches`` finds where utilisation stayed below a threshold inside given
-  ranges (markers), and ``format_low_utilisation`` words them for the run's summary.
+- ``add_counter_tracks`` adds the samples to a loaded trace as ``"ph": "C"`` counter events
+  (``counter_events``), one track per metric per device, beside the markers in Perfetto;
+- ``marker_ranges`` lists the markers' ``(name, start_us, end_us)``;
+- ``low_utilisation_stretches`` finds where utilisation stayed below a threshold inside those
+  ranges, and ``format_low_utilisation`` words them for the run's summary.
 
 Clocks: a sample carries the wall clock (``time_ns``) and ``time.perf_counter_ns()``
 (``monotonic_ns``). PyTorch profiler traces use the wall clock: an event's ``ts`` is wall-clock
@@ -19,7 +20,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +29,8 @@ from ncompass.gpu._sample import HOST_DEVICE, GpuSample
 Clock = Literal["wall", "monotonic"]
 
 COUNTER_CATEGORY = "gpu_monitor"
+MARKER_CATEGORIES = ("user_annotation",)
+"""Categories of the torch profiler's CPU-side markers (``record_function`` ranges)."""
 
 _GIB = 1024**3
 
@@ -89,6 +92,55 @@ def counter_events(
             )
     events.sort(key=lambda event: event["ts"])
     return events
+
+
+def add_counter_tracks(
+    trace: MutableMapping[str, Any],
+    samples: Iterable[GpuSample],
+    *,
+    pid: int | str | None = None,
+    process_name: str = "GPU monitor",
+) -> int:
+    """Appends the samples' counter events to a loaded PyTorch trace, aligned to its clock.
+
+    Args:
+        trace: The trace's top-level JSON object; its ``traceEvents`` list is extended.
+        samples: Samples with both clocks, e.g. ``GpuMonitor(keep_samples=True).samples``.
+        pid: The process the tracks go to. Default: the process holding the markers (so the
+            tracks sit beside them); without markers a new process named ``process_name``.
+        process_name: The name of that new process.
+
+    Returns:
+        How many events were added.
+    """
+    events: list[dict[str, Any]] = trace.setdefault("traceEvents", [])
+    added: list[dict[str, Any]] = []
+    if pid is None:
+        pid = next((e["pid"] for e in events if e.get("cat") in MARKER_CATEGORIES), None)
+    if pid is None:
+        pid = max((e["pid"] for e in events if isinstance(e.get("pid"), int)), default=0) + 1
+        added.append(process_name_event(pid, process_name))
+    offset_us = torch_trace_clock_offset_us(trace)
+    added += counter_events(samples, pid=pid, clock_offset_us=offset_us)
+    events.extend(added)
+    return len(added)
+
+
+def marker_ranges(
+    trace: Mapping[str, Any], *, categories: Iterable[str] = MARKER_CATEGORIES
+) -> list[tuple[str, float, float]]:
+    """``(name, start_us, end_us)`` of the trace's complete events in ``categories``.
+
+    The default is the CPU-side markers. On a GPU, the torch profiler also projects markers
+    onto the device as ``gpu_user_annotation``: those ranges show when the device ran the
+    marker's kernels, which is what its utilisation describes.
+    """
+    wanted = set(categories)
+    return [
+        (str(event["name"]), float(event["ts"]), float(event["ts"]) + float(event["dur"]))
+        for event in trace.get("traceEvents", [])
+        if event.get("ph") == "X" and event.get("cat") in wanted and "dur" in event
+    ]
 
 
 def process_name_event(pid: int | str, name: str = "GPU monitor") -> dict[str, Any]:

@@ -152,10 +152,8 @@ def smi_gpu(index: int, **overrides: Any) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSmi:
-    """A fake nvidia-smi with two idle GPUs, first on PATH."""
-    bin_dir = tmp_path / "bin"
+def install_fake_smi(bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSmi:
+    """Writes a fake nvidia-smi with two idle GPUs into ``bin_dir`` and puts it first on PATH."""
     bin_dir.mkdir()
     source = (Path(__file__).parent / "fake_nvidia_smi.py").read_text()
     script = bin_dir / "nvidia-smi"
@@ -165,12 +163,22 @@ def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSmi:
     return FakeSmi(bin_dir).configure(gpus=[smi_gpu(0), smi_gpu(1)])
 
 
+def hide_gpu_tools(empty_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leaves only an empty folder on PATH, so there is no nvidia-smi."""
+    empty_dir.mkdir()
+    monkeypatch.setenv("PATH", str(empty_dir))
+
+
+@pytest.fixture
+def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSmi:
+    """A fake nvidia-smi with two idle GPUs, first on PATH."""
+    return install_fake_smi(tmp_path / "bin", monkeypatch)
+
+
 @pytest.fixture
 def no_gpu_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A PATH without nvidia-smi (this machine has no NVML either)."""
-    empty = tmp_path / "empty-bin"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
+    hide_gpu_tools(tmp_path / "empty-bin", monkeypatch)
 
 
 @pytest.fixture

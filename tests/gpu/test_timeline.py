@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import json
-from pathlib import Path
+import time
 
 import pytest
 
 from ncompass.gpu import GpuMonitor, GpuSample
 from ncompass.gpu.timeline import (
     LowUtilisationStretch,
+    add_counter_tracks,
     counter_events,
     format_low_utilisation,
     low_utilisation_stretches,
+    marker_ranges,
     process_name_event,
     torch_trace_clock_offset_us,
 )
@@ -64,26 +67,53 @@ def test_torch_trace_offset_from_base_time() -> None:
     assert torch_trace_clock_offset_us({"traceEvents": []}) == 0.0
 
 
-def test_samples_align_with_a_real_torch_profiler_trace(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def torch_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, list[GpuSample]]:
+    """A real PyTorch profiler trace with a marker around a monitored region, and its samples."""
     torch = pytest.importorskip("torch")
     from torch.profiler import profile, record_function
 
     monitor = GpuMonitor(backend="cpu", interval_s=0.01, keep_samples=True)
     with profile() as prof, record_function("monitored"), monitor:
         torch.ones(64, 64) @ torch.ones(64, 64)
-        _ = sum(range(200_000))
-    trace_path = tmp_path / "trace.json"
+        time.sleep(0.05)
+    trace_path = tmp_path_factory.mktemp("trace") / "trace.json"
     prof.export_chrome_trace(str(trace_path))
-    trace = json.loads(trace_path.read_text())
-    (marker,) = [e for e in trace["traceEvents"] if e.get("name") == "monitored"]
-    events = counter_events(
-        monitor.samples, pid=0, clock_offset_us=torch_trace_clock_offset_us(trace)
-    )
+    return json.loads(trace_path.read_text()), monitor.samples
+
+
+def test_samples_align_with_a_real_torch_profiler_trace(torch_trace: tuple[dict, list]) -> None:
+    trace, samples = torch_trace
+    ((name, start_us, end_us),) = marker_ranges(trace)
+    assert name == "monitored"
+    events = counter_events(samples, pid=0, clock_offset_us=torch_trace_clock_offset_us(trace))
     stamps = [event["ts"] for event in events]
     # every sample was taken inside the marker (1 ms of slack for clock reads)
-    assert (
-        marker["ts"] - 1_000 <= min(stamps) and max(stamps) <= marker["ts"] + marker["dur"] + 1_000
-    )
+    assert start_us - 1_000 <= min(stamps) and max(stamps) <= end_us + 1_000
+
+
+def test_counter_tracks_join_the_markers_process_in_a_real_trace(
+    torch_trace: tuple[dict, list],
+) -> None:
+    trace, samples = copy.deepcopy(torch_trace)
+    (marker,) = [e for e in trace["traceEvents"] if e.get("name") == "monitored"]
+    before = len(trace["traceEvents"])
+    added = add_counter_tracks(trace, samples)
+    assert added == len(trace["traceEvents"]) - before > 0
+    counters = [e for e in trace["traceEvents"] if e.get("ph") == "C"]
+    assert {e["pid"] for e in counters} == {marker["pid"]}
+    # everything counts as low below 101 %: one stretch covering the monitored region
+    ranges = marker_ranges(trace)
+    offset = torch_trace_clock_offset_us(trace)
+    (stretch,) = low_utilisation_stretches(samples, ranges, 101, clock_offset_us=offset)
+    assert ranges[0][1] <= stretch.start_us < stretch.end_us <= ranges[0][2]
+
+
+def test_counter_tracks_get_their_own_process_without_markers() -> None:
+    trace: dict = {"traceEvents": [{"ph": "X", "cat": "kernel", "pid": 3, "ts": 0, "dur": 1}]}
+    add_counter_tracks(trace, series(0, [10.0, 20.0]))
+    assert trace["traceEvents"][1] == process_name_event(4)
+    assert all(e["pid"] == 4 for e in trace["traceEvents"][1:])
 
 
 def series(device: int, utils: list[float | None], step_ms: float = 10) -> list[GpuSample]:
