@@ -20,7 +20,7 @@ from ncompass.traces.events import (
     Event,
     microseconds,
 )
-from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace
+from ncompass.traces.link import NO_LINK, LinkedTrace, encloses, link_trace
 from ncompass.traces.reader import TraceReader
 from ncompass.traces.writer import TraceWriter
 
@@ -192,7 +192,7 @@ def _direct_children(source: Path, trace: LinkedTrace) -> bytearray:
         items.sort(key=lambda item: (item[0], -item[1], item[2] != NO_LINK))
         stack: list[tuple[float, float, int]] = []
         for start, end, position in items:
-            while stack and not (stack[-1][0] <= start and end <= stack[-1][1]):
+            while stack and not encloses(stack[-1][0], stack[-1][1], start, end):
                 stack.pop()
             if position != NO_LINK and stack and stack[-1][2] == NO_LINK:
                 flags[position] = 1

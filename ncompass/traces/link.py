@@ -10,6 +10,7 @@ marker (``user_annotation``) that encloses its start on the same thread.
 
 from __future__ import annotations
 
+import math
 import re
 from array import array
 from collections import defaultdict
@@ -40,6 +41,17 @@ KERNEL_CLASSES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClas
 _KERNEL_CLASS_CODES = {kernel_class: code for code, kernel_class in enumerate(KERNEL_CLASSES)}
 
 
+def encloses(outer_start: float, outer_end: float, start: float, end: float) -> bool:
+    """Whether ``[start, end]`` lies inside ``[outer_start, outer_end]``.
+
+    Ends are computed as ``ts + dur`` in floating point, which rounds: at epoch-microsecond
+    magnitudes (1.7e15) one unit in the last place is 0.25 µs. A few units of slack keep a range
+    that ends exactly with its parent nested in it.
+    """
+    slack = 4 * math.ulp(outer_end)
+    return outer_start - slack <= start and end <= outer_end + slack
+
+
 def marker_group(name: str) -> str:
     """The name markers are reported under: every ``ProfilerStep#N`` is one group."""
     return "ProfilerStep#*" if _PROFILER_STEP.match(name) else name
@@ -52,14 +64,14 @@ class Marker:
     name: str
     thread: int  # index into LinkedTrace.threads
     start: float
-    end: float
+    duration: float  # inclusive CPU time in µs, as recorded (not end - start, which rounds)
     parent: int = NO_LINK  # index of the innermost enclosing marker on the same thread
     nested_us: float = 0.0  # time covered by markers directly nested in this one
 
     @property
-    def duration(self) -> float:
-        """Inclusive CPU time, in microseconds."""
-        return self.end - self.start
+    def end(self) -> float:
+        """When the range ends, in microseconds."""
+        return self.start + self.duration
 
 
 @dataclass
@@ -237,7 +249,7 @@ class _Collector:
         if end > trace.cpu_end:
             trace.cpu_end = end
         if category == MARKER_CATEGORY:
-            trace.markers.append(Marker(self._intern(name), self._thread(event), start, end))
+            trace.markers.append(Marker(self._intern(name), self._thread(event), start, duration))
             return
         if category == _CPU_OP_CATEGORY:
             totals = trace.cpu_operators.get(name)
@@ -383,6 +395,6 @@ def _pop_ended(markers: list[Marker], stack: list[int], time: float) -> None:
 def _innermost_enclosing(markers: list[Marker], stack: list[int], start: float, end: float) -> int:
     for index in reversed(stack):
         candidate = markers[index]
-        if candidate.start <= start and end <= candidate.end:
+        if encloses(candidate.start, candidate.end, start, end):
             return index
     return NO_LINK

@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from tests.traces.conftest import torch_trace
+
+__all__ = ["torch_trace"]

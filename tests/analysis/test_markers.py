@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ncompass.analysis.markers import is_synchronization, marker_stats
+from ncompass.traces.link import link_trace
+from tests.traces.builders import TraceBuilder
+
+
+@pytest.fixture
+def nested(tmp_path: Path) -> Path:
+    builder = TraceBuilder()
+    builder.marker("step", 0, 100).marker("fwd", 10, 40).marker("fwd", 60, 20)
+    builder.launch("k1", 20, 1, 200, 5)
+    builder.runtime("cudaDeviceSynchronize", 30, 8)
+    builder.launch("k2", 65, 1, 210, 7)
+    builder.launch("k3", 90, 1, 220, 3)
+    builder.marker("fwd", 0, 30, tid=2)
+    builder.launch("k4", 5, 1, 230, 11, tid=2)
+    builder.marker("ProfilerStep#1", 0, 300, tid=3).marker("ProfilerStep#2", 300, 100, tid=3)
+    return builder.write(tmp_path / "nested.json")
+
+
+def test_nested_markers_on_several_threads(nested: Path) -> None:
+    stats = {name: s.to_dict() for name, s in marker_stats(nested).items()}
+    step, fwd = stats["step"], stats["fwd"]
+    assert (step["calls"], step["cpu_total_us"], step["cpu_self_us"]) == (1, 100.0, 40.0)
+    assert (step["gpu_total_us"], step["gpu_self_us"], step["gpu_events"]) == (15.0, 3.0, 3)
+    assert (step["launches"], step["sync_calls"], step["sync_us"], step["threads"]) == (
+        4,
+        1,
+        8.0,
+        1,
+    )
+    assert (fwd["calls"], fwd["cpu_total_us"], fwd["cpu_self_us"]) == (3, 90.0, 90.0)
+    assert (fwd["cpu_min_us"], fwd["cpu_max_us"], fwd["cpu_mean_us"]) == (20.0, 40.0, 30.0)
+    assert (fwd["gpu_total_us"], fwd["gpu_self_us"], fwd["gpu_events"]) == (23.0, 23.0, 3)
+    assert (fwd["sync_calls"], fwd["threads"]) == (1, 2)
+
+
+def test_profiler_steps_are_one_marker_and_order_is_by_cpu_time(nested: Path) -> None:
+    stats = marker_stats(nested)
+    assert list(stats) == ["ProfilerStep#*", "step", "fwd"]
+    assert stats["ProfilerStep#*"].calls == 2
+
+
+def test_stats_accept_a_linked_trace(nested: Path) -> None:
+    assert marker_stats(link_trace(nested)).keys() == marker_stats(nested).keys()
+
+
+def test_synchronizing_calls_are_recognised() -> None:
+    assert is_synchronization("cudaDeviceSynchronize")
+    assert is_synchronization("cudaStreamSynchronize")
+    assert is_synchronization("hipEventSynchronize")
+    assert not is_synchronization("cudaLaunchKernel")
+
+
+def test_real_torch_trace_markers(torch_trace: Path) -> None:
+    events = json.loads(torch_trace.read_text())["traceEvents"]
+    ranges = [e for e in events if e.get("cat") == "user_annotation"]
+    forwards = [e for e in ranges if e["name"] == "model.forward"]
+    expected_self = sum(
+        f["dur"]
+        - sum(
+            e["dur"]
+            for e in ranges
+            if e["name"] != "model.forward"
+            and f["ts"] <= e["ts"]
+            and e["ts"] + e["dur"] <= f["ts"] + f["dur"]
+        )
+        for f in forwards
+    )
+    stats = marker_stats(torch_trace)
+    assert {name: s.calls for name, s in stats.items()} == {
+        "model.forward": 3,
+        "model.linear": 3,
+        "model.activation": 3,
+    }
+    forward = stats["model.forward"]
+    assert forward.cpu_total_us == pytest.approx(sum(f["dur"] for f in forwards))
+    assert forward.cpu_self_us == pytest.approx(expected_self)
+    assert forward.gpu_total_us == 0.0

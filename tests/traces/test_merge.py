@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from ncompass.errors import TraceError
+from ncompass.traces.merge import merge_traces
+from ncompass.traces.reader import TraceReader
+from tests.traces.builders import TraceBuilder, shared_trace
+
+
+def rank_trace(tmp_path: Path, rank: int, base_ns: int | None, marker_ts: float) -> Path:
+    builder = TraceBuilder()
+    builder.metadata["distributedInfo"] = {"rank": rank}
+    if base_ns is not None:
+        builder.metadata["baseTimeNanoseconds"] = base_ns
+    builder.add(ph="M", name="process_name", pid=100, tid=0, args={"name": "python"})
+    builder.add(ph="M", name="thread_name", pid=100, tid=1, args={"name": "main"})
+    builder.marker("step", marker_ts, 10)
+    builder.launch("k", marker_ts + 1, 1, marker_ts + 5, 2)
+    builder.add(ph="s", id=1, pid=100, tid=1, ts=marker_ts + 1, cat="ac2g", name="ac2g")
+    return builder.write(tmp_path / f"rank{rank}.json")
+
+
+def test_ranks_become_processes_aligned_on_base_time(tmp_path: Path) -> None:
+    first = rank_trace(tmp_path, 1, base_ns=2_000_000, marker_ts=100.0)  # starts 2000 µs later
+    second = rank_trace(tmp_path, 0, base_ns=0, marker_ts=100.0)
+    out = merge_traces([first, second], tmp_path / "merged.json")
+    document = json.loads(out.read_text())
+    assert document["baseTimeNanoseconds"] == 0
+    events = document["traceEvents"]
+    steps = {e["pid"]: e["ts"] for e in events if e.get("name") == "step"}
+    assert steps == {1: 2100.0, 0: 100.0}
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert processes == {0: "rank 0", 1: "rank 1"}
+    threads = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert "python · main" in threads and "pid 0 · thread 7" in threads
+    correlations = [e["args"]["correlation"] for e in events if e.get("cat") == "kernel"]
+    assert len(set(correlations)) == 2  # made unique per rank
+    flow_ids = [e["id"] for e in events if e.get("ph") == "s"]
+    assert len(set(flow_ids)) == 2
+
+
+def test_without_base_time_timestamps_stay_absolute(tmp_path: Path) -> None:
+    first = rank_trace(tmp_path, 0, base_ns=None, marker_ts=5.0)
+    second = rank_trace(tmp_path, 1, base_ns=None, marker_ts=7.0)
+    out = merge_traces([first, second], tmp_path / "merged.json.gz")
+    steps = sorted(e["ts"] for e in TraceReader(out) if e.get("name") == "step")
+    assert steps == [5.0, 7.0]
+
+
+def test_duplicate_ranks_are_refused(tmp_path: Path) -> None:
+    first = rank_trace(tmp_path, 0, None, 1.0)
+    with pytest.raises(TraceError, match="both rank 0"):
+        merge_traces([first, first], tmp_path / "m.json")
+
+
+def test_shared_two_rank_job_merges_into_one_valid_trace(tmp_path: Path) -> None:
+    ranks = [shared_trace("trace_filter").with_name(f"sampled_rank-{n}.json.gz") for n in (0, 1)]
+    out = merge_traces(ranks, tmp_path / "merged.json.gz")
+    merged = json.loads(gzip.decompress(out.read_bytes()))
+    originals = [json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] for path in ranks]
+    non_metadata = sum(1 for events in originals for e in events if e.get("ph") != "M")
+    assert sum(1 for e in merged["traceEvents"] if e["ph"] != "M") == non_metadata
+    assert {e["pid"] for e in merged["traceEvents"]} == {0, 1}
