@@ -45,18 +45,22 @@ class NvtxDomain:
         self.pop: Any = nvtx_lib.pop_range
         self.start: Any = nvtx_lib.start_range
         self.end: Any = nvtx_lib.end_range
-        self._attributes: dict[tuple[str, int], Any] = {}
+        self._attributes_by_color: dict[int, dict[str, Any]] = {}
+
+    def attributes_cache(self, color: int) -> dict[str, Any]:
+        """The cached event attributes of colour ``color``, by name (filled by ``attributes``)."""
+        return self._attributes_by_color.setdefault(color, {})
 
     def attributes(self, name: str, color: int) -> Any:
         """Returns the event attributes for a range named ``name`` in colour ``color``."""
-        key = (name, color)
-        attributes = self._attributes.get(key)
+        cache = self.attributes_cache(color)
+        attributes = cache.get(name)
         if attributes is None:
-            if len(self._attributes) >= _MAX_CACHED_NAMES:
-                self._attributes.clear()
+            if len(cache) >= _MAX_CACHED_NAMES:
+                cache.clear()
             message = self._lib.RegisteredString(self.handle, name)
             attributes = self._lib.EventAttributes(self._domain, message, color, None, None)
-            self._attributes[key] = attributes
+            cache[name] = attributes
         return attributes
 
 
@@ -104,19 +108,21 @@ class NvtxBackend:
 
 def _bind_push_pop(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
     push, pop, handle, color = domain.push, domain.pop, domain.handle, site.color
+    cached = domain.attributes_cache(color)
 
     def exit_range(_handle: object) -> None:
         pop(handle)
 
     def enter_named(name: str) -> object:
-        push(domain.attributes(name, color), handle)
+        push(cached.get(name) or domain.attributes(name, color), handle)
         return None
 
     if site.dynamic:
         resolve_name = site.resolve_name
 
         def enter_dynamic(name_fn: Any) -> object:
-            push(domain.attributes(resolve_name(name_fn), color), handle)
+            name = resolve_name(name_fn)
+            push(cached.get(name) or domain.attributes(name, color), handle)
             return None
 
         return BoundRange(enter=enter_dynamic, exit=exit_range, enter_named=enter_named)
@@ -127,17 +133,19 @@ def _bind_push_pop(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
 
 def _bind_start_end(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
     start, handle, color = domain.start, domain.handle, site.color
+    cached = domain.attributes_cache(color)
     # end_range(range_id, domain): the handle is the range id, valid on any thread.
     exit_range = functools.partial(domain.end, domain=handle)
 
     def enter_named(name: str) -> object:
-        return start(domain.attributes(name, color), handle)[0]
+        return start(cached.get(name) or domain.attributes(name, color), handle)[0]
 
     if site.dynamic:
         resolve_name = site.resolve_name
 
         def enter_dynamic(name_fn: Any) -> object:
-            return start(domain.attributes(resolve_name(name_fn), color), handle)[0]
+            name = resolve_name(name_fn)
+            return start(cached.get(name) or domain.attributes(name, color), handle)[0]
 
         return BoundRange(enter=enter_dynamic, exit=exit_range, enter_named=enter_named)
     attributes = domain.attributes(site.name, color)
