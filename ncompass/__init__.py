@@ -20,12 +20,14 @@ from ncompass.errors import (
 )
 
 if TYPE_CHECKING:
+    from ncompass.capture.decorator import capture_trace
     from ncompass.importer.hook import disable_rewrites, enable_full_trace_mode, enable_rewrites
     from ncompass.spec.models import RewriteConfig
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
     "RewriteConfig": "ncompass.spec.models",
+    "capture_trace": "ncompass.capture.decorator",
     "enable_rewrites": "ncompass.importer.hook",
     "disable_rewrites": "ncompass.importer.hook",
     "enable_full_trace_mode": "ncompass.importer.hook",
@@ -54,6 +56,7 @@ __all__ = [
     "SpecError",
     "TraceError",
     "__version__",
+    "capture_trace",
     "disable_rewrites",
     "enable_full_trace_mode",
     "enable_rewrites",

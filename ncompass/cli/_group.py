@@ -14,7 +14,10 @@ from ncompass.errors import NcompassError
 # command name -> ("module:attribute" of its click command, one-line help). The command module is
 # imported on first use; the help line lets `ncompass --help` list commands without importing them.
 _SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("ncompass.cli._run:run_command", "Run a script or module under rewrites and a profiler."),
+    "run": (
+        "ncompass.cli._run:run_command",
+        "Run a script or module under rewrites and a profiler.",
+    ),
     "rewrite": ("ncompass.cli._rewrite:rewrite_command", "Show the rewritten source of a target."),
     "spec": ("ncompass.cli._spec:spec_group", "Validate and migrate target specs."),
     "summarize": ("ncompass.cli._traces:summarize_command", "Summarize where a trace's time went."),

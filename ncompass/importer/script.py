@@ -142,7 +142,7 @@ def _execute(body: Callable[[], object]) -> ScriptOutcome:
     except KeyboardInterrupt as interrupt:
         _report(interrupt)
         return ScriptOutcome(EXIT_INTERRUPTED, interrupt)
-    except BaseException as error:
+    except BaseException as error:  # the user's uncaught exception, reported as Python would
         _report(error)
         return ScriptOutcome(EXIT_UNCAUGHT, error)
     return ScriptOutcome(0)
@@ -161,9 +161,11 @@ def _exit_code(code: object) -> int:
 def _report(error: BaseException) -> None:
     """Print an uncaught exception through ``sys.excepthook``, without ncompass's own frames."""
     trimmed = _user_frames(error.__traceback__)
+    # the default hook prints the exception's own traceback, whatever it is given
+    error.with_traceback(trimmed)
     try:
         sys.excepthook(type(error), error, trimmed)
-    except Exception:
+    except Exception:  # a broken excepthook must not hide the user's error
         traceback.print_exception(type(error), error, trimmed)
 
 

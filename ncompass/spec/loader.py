@@ -21,6 +21,8 @@ from ncompass.spec.legacy import is_version_0
 from ncompass.spec.models import SPEC_VERSION, RewriteConfig, TargetSpec
 
 Location = tuple[str | int, ...]
+# Keys whose values are kept as written (YAML would turn some hex hashes into numbers).
+_VERBATIM_KEYS = frozenset({"sha256"})
 _MARKER_LISTS = ("functions", "calls", "ranges", "replace")
 
 
@@ -228,7 +230,12 @@ class _LinedBuilder:
                 if key in result:
                     raise SpecError(f"duplicate key {key!r}", self.path, line)
                 child = (*location, key)
-                result[key] = self.build(value_node, child)
+                if key in _VERBATIM_KEYS and isinstance(value_node, yaml.ScalarNode):
+                    # an unquoted hash like 1e52... would otherwise become a float
+                    self.lines[child] = value_node.start_mark.line + 1
+                    result[key] = value_node.value
+                else:
+                    result[key] = self.build(value_node, child)
                 self.lines[child] = line
             return result
         if isinstance(node, yaml.SequenceNode):

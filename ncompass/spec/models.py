@@ -111,6 +111,19 @@ class TargetSpec(_SpecModel):
         """The spec file this target was written in, if it came from a file."""
         return self._spec_path
 
+    @field_validator("sha256")
+    @classmethod
+    def _is_sha256(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        digest = value.strip().lower()
+        if len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest):
+            raise ValueError(
+                "sha256 must be the 64 hex digits of the target file's hash "
+                "(`sha256sum FILE`, or the value `ncompass session` writes)"
+            )
+        return digest
+
     @model_validator(mode="after")
     def _names_exactly_one_source(self) -> TargetSpec:
         if (self.module is None) == (self.file is None):

@@ -1,0 +1,70 @@
+"""``ncompass spec validate`` and ``ncompass spec migrate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ncompass.cli._search_path import SEARCH_PATH_HELP, extend_search_path
+from ncompass.errors import NcompassError, SpecError
+
+
+@click.group("spec")
+def spec_group() -> None:
+    """Validate and migrate target specs."""
+
+
+@spec_group.command("validate")
+@click.argument("specs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--path", "-p", "paths", multiple=True, type=click.Path(file_okay=False), help=SEARCH_PATH_HELP
+)
+def validate_command(specs: tuple[Path, ...], paths: tuple[str, ...]) -> None:
+    """Check SPECS against the code they target: every marker must match.
+
+    Nothing is imported or run. Exits 2 if any spec has a problem.
+    """
+    from ncompass.importer.validate import validate_spec
+    from ncompass.spec.models import RewriteConfig
+
+    extend_search_path(paths)
+    failures: list[str] = []
+    for spec in specs:
+        try:
+            checks = validate_spec(RewriteConfig.from_yaml(spec))
+        except NcompassError as error:
+            failures.append(str(error))
+            click.secho(f"✗ {error}", fg="red", err=True)
+            continue
+        markers = sum(len(check.sites) for check in checks)
+        click.secho(f"✓ {spec}: {markers} markers in {len(checks)} targets", fg="green")
+        for check in checks:
+            where = check.source or check.target.label
+            if check.skipped:
+                click.echo(f"    {check.target.label}: skipped ({check.skipped})")
+                continue
+            extra = f", {check.replacements} replacements" if check.replacements else ""
+            click.echo(f"    {check.target.label} ({where}): {len(check.sites)} markers{extra}")
+            for note in check.notes:
+                click.echo(f"      note: {note}")
+    if failures:
+        raise SystemExit(2)
+
+
+@spec_group.command("migrate")
+@click.argument("old", type=click.Path(path_type=Path))
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), required=True, help="New YAML spec."
+)
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+def migrate_command(old: Path, output: Path, force: bool) -> None:
+    """Convert a version 0 spec (the seed SDK's JSON/dict shape) to a version 1 YAML file."""
+    from ncompass.spec.models import RewriteConfig
+
+    config = RewriteConfig.from_yaml(old)
+    if output.exists() and not force:
+        raise SpecError(f"{output} exists; choose another name or pass --force to replace it")
+    output.write_text(config.to_yaml(), encoding="utf-8")
+    markers = sum(t.marker_count() for t in config.targets)
+    click.echo(f"wrote {output}: version 1, {len(config.targets)} targets, {markers} entries")

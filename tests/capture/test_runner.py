@@ -1,0 +1,154 @@
+"""``ncompass run`` semantics: a faithful ``__main__``, exit codes, traces always written."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ncompass.capture.runner import RunOptions, run
+from ncompass.errors import SpecError
+from ncompass.importer.hook import active_config
+from ncompass.importer.script import ScriptNotFoundError
+
+SCRIPT = """
+import json, os, sys
+
+def work(n):
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+print(json.dumps({
+    "argv": sys.argv,
+    "path0": sys.path[0],
+    "name": __name__,
+    "mp_main": sys.modules["__mp_main__"] is sys.modules["__main__"],
+    "profile_env": os.environ.get("NCOMPASS_PROFILE"),
+    "work": work(5),
+}))
+if __name__ == "__main__":
+    code = sys.argv[1] if len(sys.argv) > 1 else "0"
+    if code == "raise":
+        raise RuntimeError("boom from the script")
+    if code == "message":
+        sys.exit("stopping with a message")
+    sys.exit(int(code))
+"""
+
+
+def _script(tmp_path: Path, text: str = SCRIPT) -> Path:
+    folder = tmp_path / "app"
+    folder.mkdir(exist_ok=True)
+    path = folder / "main_script.py"
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def _spec(tmp_path: Path, script: Path) -> Path:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"version: 1\ntargets:\n  - file: {script}\n    functions:\n      - qualname: work\n        name: script.work\n"
+    )
+    return spec
+
+
+def test_script_runs_as_a_faithful_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = _script(tmp_path)
+    result = run(
+        RunOptions(script=str(script), args=["0", "--flag"], profiler="none", output_dir=tmp_path)
+    )
+    assert result.exit_code == 0
+    shown = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert shown["argv"] == [str(script), "0", "--flag"]
+    assert shown["path0"] == str(script.parent.resolve())
+    assert shown["name"] == "__main__" and shown["mp_main"]
+    assert shown["profile_env"] == "1"
+    assert shown["work"] == 10
+    assert sys.argv[0] != str(script)  # restored afterwards
+    assert active_config() is None  # rewrites disabled afterwards
+
+
+@pytest.mark.parametrize(("argument", "code"), [("0", 0), ("3", 3), ("message", 1), ("raise", 1)])
+def test_exit_codes_pass_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argument: str, code: int
+) -> None:
+    result = run(RunOptions(script=str(_script(tmp_path)), args=[argument], profiler="none"))
+    assert result.exit_code == code
+    err = capsys.readouterr().err
+    if argument == "message":
+        assert "stopping with a message" in err
+    if argument == "raise":
+        assert "RuntimeError: boom from the script" in err
+        assert f'File "{tmp_path / "app" / "main_script.py"}", line 20' in err
+        assert "ncompass" not in err.split("Traceback")[1].split("RuntimeError")[0]
+
+
+def test_torch_trace_is_written_even_when_the_script_raises(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path)
+    result = run(
+        RunOptions(
+            specs=[_spec(tmp_path, script)],
+            script=str(script),
+            args=["raise"],
+            output_dir=tmp_path / "traces",
+            trace_name="crash",
+        )
+    )
+    assert result.exit_code == 1
+    assert result.trace_path == tmp_path / "traces" / "crash.json"
+    events = json.loads(result.trace_path.read_text())["traceEvents"]
+    names = {e["name"] for e in events if e.get("cat") == "user_annotation"}
+    assert "script.work" in names
+    sidecar = json.loads((tmp_path / "traces" / "crash.ncompass.json").read_text())
+    assert sidecar["exit_code"] == 1
+    assert [m["name"] for m in sidecar["markers"]] == ["script.work"]
+    assert sidecar["markers"][0]["qualname"] == "work"
+
+
+def test_default_trace_names_never_overwrite(tmp_path: Path) -> None:
+    script = _script(tmp_path)
+    first = run(RunOptions(script=str(script), output_dir=tmp_path / "t"))
+    second = run(RunOptions(script=str(script), output_dir=tmp_path / "t"))
+    assert first.trace_path is not None and second.trace_path is not None
+    assert first.trace_path != second.trace_path
+    assert first.trace_path.exists() and second.trace_path.exists()
+
+
+def test_module_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "tool_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(
+        "import sys\nprint('args', sys.argv[1:], __name__)\nsys.exit(4)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = run(RunOptions(module="tool_pkg", args=["x"], profiler="none"))
+    assert result.exit_code == 4
+    assert "args ['x'] __main__" in capsys.readouterr().out
+
+
+def test_missing_script_and_bad_spec_are_user_errors(tmp_path: Path) -> None:
+    with pytest.raises(ScriptNotFoundError, match="no such script"):
+        run(RunOptions(script=str(tmp_path / "absent.py"), profiler="none"))
+    script = _script(tmp_path)
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(
+        f"version: 1\ntargets:\n  - file: {script}\n    functions:\n      - qualname: wrk\n"
+    )
+    with pytest.raises(SpecError, match=r"bad.yaml:5: no function 'wrk'.*closest functions: work"):
+        run(
+            RunOptions(specs=[spec], script=str(script), profiler="none", output_dir=tmp_path / "t")
+        )
+    assert not list((tmp_path / "t").glob("*.json")) if (tmp_path / "t").exists() else True
+    assert os.environ.get("NCOMPASS_PROFILE") is None

@@ -1,0 +1,107 @@
+"""The command line end to end, in a fresh process, as a user types it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+ATTN_MARKERS = {"attn.qkv_proj", "attn.out_proj", "attn.split_heads", "attn.core", "decode"}
+MLP_MARKERS = {"mlp.forward", "mlp.gelu", "mlp.fc1", "mlp.fc2"}
+
+
+def _ncompass(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ncompass", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_demo_trace_contains_every_configured_marker(tmp_path: Path) -> None:
+    done = _ncompass(
+        "run",
+        "--config",
+        "configs/attn.yaml",
+        "--config",
+        "configs/mlp.yaml",
+        "--output-dir",
+        str(tmp_path),
+        "--trace-name",
+        "demo",
+        "examples/tiny_transformer.py",
+        "--layers",
+        "2",
+        "--new-tokens",
+        "2",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "generated 2 tokens" in done.stdout
+    assert f"trace written to {tmp_path / 'demo.json'}" in done.stderr
+    events = json.loads((tmp_path / "demo.json").read_text())["traceEvents"]
+    names = {e["name"] for e in events if e.get("cat") == "user_annotation"}
+    assert names >= ATTN_MARKERS | MLP_MARKERS
+    assert {"attn.forward[0]", "attn.forward[1]", "block[0]", "block[1]"} <= names
+
+
+def test_user_errors_exit_2_with_one_clear_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "version: 1\ntargets:\n  - module: tinyformer.model\n    functions:\n      - qualname: Attention.forwad\n"
+    )
+    done = _ncompass(
+        "run", "--config", str(bad), "--profiler", "none", "examples/tiny_transformer.py"
+    )
+    assert done.returncode == 2
+    assert f"error: {bad}:5: no function 'Attention.forwad'" in done.stderr
+    assert "Attention.forward" in done.stderr
+    assert "Traceback" not in done.stderr
+    missing = _ncompass("run", "--profiler", "none", str(tmp_path / "nope.py"))
+    assert missing.returncode == 2 and "no such script" in missing.stderr
+
+
+def test_spec_validate_migrate_and_rewrite(tmp_path: Path) -> None:
+    ok = _ncompass("spec", "validate", "-p", "examples", "configs/attn.yaml", "configs/mlp.yaml")
+    assert ok.returncode == 0, ok.stderr
+    assert "configs/attn.yaml: 6 markers" in ok.stdout
+    old = tmp_path / "old.json"
+    old.write_text(
+        json.dumps(
+            {
+                "targets": {
+                    "tinyformer.model": {
+                        "func_line_range_wrappings": [
+                            {
+                                "function": "forward",
+                                "start_line": 63,
+                                "end_line": 64,
+                                "context_class": "ncompass.trace.profile.torch.TorchRecordContext",
+                                "context_values": [
+                                    {"name": "name", "value": "mlp.first_half", "type": "literal"}
+                                ],
+                            }
+                        ]
+                    }
+                }
+            }
+        )
+    )
+    new = tmp_path / "new.yaml"
+    migrated = _ncompass("spec", "migrate", str(old), "-o", str(new))
+    assert migrated.returncode == 0, migrated.stderr
+    assert "version: 1" in new.read_text() and "lines: [63, 64]" in new.read_text()
+    again = _ncompass("spec", "migrate", str(old), "-o", str(new))
+    assert again.returncode == 2 and "--force" in again.stderr
+    ambiguous = _ncompass("spec", "validate", "-p", "examples", str(new))
+    assert ambiguous.returncode == 2 and "ambiguous" in ambiguous.stderr
+    shown = _ncompass(
+        "rewrite", "-p", "examples", "-c", "configs/mlp.yaml", "tinyformer.model", "--diff"
+    )
+    assert shown.returncode == 0
+    assert "+            _ncompass_h3 = _ncompass_enter_3()" in shown.stdout
+    assert "#@ncompass" not in shown.stdout

@@ -1,0 +1,155 @@
+"""Property: for random functions with nested blocks and random valid markers, the rewritten
+function behaves exactly like the original and its ranges are balanced."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ncompass.errors import SpecError
+from tests.support import recording
+from tests.support.modules import ModuleLab
+
+_counter = itertools.count()
+
+
+@dataclass
+class Stmt:
+    """A generated statement: its rendered lines and its child blocks."""
+
+    head: list[str]
+    blocks: list[list[Stmt]] = field(default_factory=list)
+    start: int = 0
+    end: int = 0
+
+
+def simple(k: int) -> Stmt:
+    return Stmt([f"x = (x * 3 + {k}) % 1009"])
+
+
+def call(k: int) -> Stmt:
+    return Stmt([f"log.append({k})"])
+
+
+@st.composite
+def blocks(draw: st.DrawFn, depth: int = 0) -> list[Stmt]:
+    size = draw(st.integers(1, 3))
+    body: list[Stmt] = []
+    for _ in range(size):
+        k = draw(st.integers(0, 50))
+        kinds = ["simple", "call"] + (["if", "for", "try", "with"] if depth < 2 else [])
+        kind = draw(st.sampled_from(kinds))
+        if kind == "simple":
+            body.append(simple(k))
+        elif kind == "call":
+            body.append(call(k))
+        elif kind == "if":
+            children = [draw(blocks(depth + 1))]
+            head = [f"if x % 3 == {k % 3}:"]
+            if draw(st.booleans()):
+                children.append(draw(blocks(depth + 1)))
+            body.append(Stmt(head, children))
+        elif kind == "for":
+            body.append(Stmt([f"for i in range({k % 4}):"], [draw(blocks(depth + 1))]))
+        elif kind == "try":
+            raiser = Stmt([f"if x % 5 == {k % 5}:", f"    raise ValueError({k})"])
+            handler = [call(-k)]
+            body.append(Stmt(["try:"], [[*draw(blocks(depth + 1)), raiser], handler]))
+        else:
+            body.append(Stmt(["with contextlib.nullcontext():"], [draw(blocks(depth + 1))]))
+    return body
+
+
+HEADERS = {"if": ["else:"], "try": ["except ValueError:"]}
+
+
+def render(body: list[Stmt], indent: int, lines: list[str]) -> None:
+    pad = "    " * indent
+    for stmt in body:
+        stmt.start = len(lines) + 1
+        lines.extend(pad + text for text in stmt.head)
+        for position, block in enumerate(stmt.blocks):
+            if position == 1:
+                header = "else:" if stmt.head[0].startswith("if") else "except ValueError:"
+                lines.append(pad + header)
+            render(block, indent + 1, lines)
+        stmt.end = len(lines)
+
+
+def all_blocks(body: list[Stmt]) -> list[list[Stmt]]:
+    found = [body]
+    for stmt in body:
+        for block in stmt.blocks:
+            found.extend(all_blocks(block))
+    return found
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> tuple[str, list[tuple[int, int]], bool, bool]:
+    body = draw(blocks())
+    lines = ["import contextlib", "", "def f(x, log):"]
+    render(body, 1, lines)
+    lines.append("    return x")
+    source = "\n".join(lines) + "\n"
+    candidates = all_blocks(body)
+    ranges: list[tuple[int, int]] = []
+    spans: list[tuple[int, int, int]] = []  # (block id, first, last)
+    for _ in range(draw(st.integers(0, 3))):
+        block_id = draw(st.integers(0, len(candidates) - 1))
+        block = candidates[block_id]
+        first = draw(st.integers(0, len(block) - 1))
+        last = draw(st.integers(first, len(block) - 1))
+        ranges.append((block[first].start, block[last].end))
+        spans.append((block_id, first, last))
+    overlapping = any(
+        a[0] == b[0]
+        and not (a[2] < b[1] or b[2] < a[1])
+        and not ((a[1] <= b[1] and b[2] <= a[2]) or (b[1] <= a[1] and a[2] <= b[2]))
+        for a, b in itertools.combinations(spans, 2)
+    )
+    with_calls = draw(st.booleans()) and "log.append" in source
+    return source, ranges, overlapping, with_calls
+
+
+def run(function: object, x: int) -> tuple[object, list[int]]:
+    log: list[int] = []
+    try:
+        result: object = function(x, log)  # type: ignore[operator]
+    except ValueError as error:
+        result = ("raised", error.args)
+    return result, log
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(program=programs(), inputs=st.lists(st.integers(0, 1000), min_size=1, max_size=4))
+def test_random_markers_never_change_behaviour(
+    lab: ModuleLab, program: tuple[str, list[tuple[int, int]], bool, bool], inputs: list[int]
+) -> None:
+    source, ranges, overlapping, with_calls = program
+    number = next(_counter)
+    lab.write(f"gen_plain_{number}", source)
+    plain = lab.load(f"gen_plain_{number}")
+    lab.write(f"gen_marked_{number}", source)
+    target: dict[str, object] = {
+        "module": f"gen_marked_{number}",
+        "functions": [{"qualname": "f", "name": "whole"}],
+        "ranges": [{"in": "f", "lines": list(r), "name": f"r{i}"} for i, r in enumerate(ranges)],
+    }
+    if with_calls:
+        target["calls"] = [{"in": "f", "call": "log.append", "name": "append"}]
+    try:
+        marked = lab.load(f"gen_marked_{number}", {"targets": [target]})
+    except SpecError as error:
+        assert overlapping, f"unexpected rejection: {error}\n{source}\n{ranges}"
+        return
+    assert not overlapping, f"partially overlapping ranges were accepted:\n{source}\n{ranges}"
+    for x in inputs:
+        recording.reset()
+        assert run(marked.f, x) == run(plain.f, x)
+        assert recording.balanced()
+        assert recording.names_entered()[0] == "whole"
