@@ -3,10 +3,12 @@
 Why this path:
     ``torch._C._autograd._record_function_with_args_enter/_exit`` record a ``USER_SCOPE``
     RecordFunction, which the profiler exports with ``"cat": "user_annotation"`` (the same as
-    ``torch.profiler.record_function``) for about 1.5 µs a pair while recording, against about
-    12 µs for ``torch.ops.profiler._record_function_enter_new`` (the dispatcher path that
-    ``record_function`` takes). ``torch._C._profiler._RecordFunctionFast`` is cheaper still but
-    exports as ``cpu_op``, so analysis would not see it as a marker.
+    ``torch.profiler.record_function``), without the dispatcher round trip of
+    ``torch.ops.profiler._record_function_enter_new`` that ``record_function`` takes: a marker
+    costs ~1.7 µs while recording against ~5 µs for ``record_function`` (and ~45 ns against
+    ~4.5 µs when nothing records; see benchmarks/bench_markers.py).
+    ``torch._C._profiler._RecordFunctionFast`` is cheaper still but exports as ``cpu_op``, so
+    analysis would not see it as a marker.
 
 When nothing records:
     Every profiler started from Python (``torch.profiler.profile``,
