@@ -17,8 +17,8 @@ class IdleGap:
     """One interval in which no GPU event of the rank ran.
 
     Attributes:
-        start: When the GPU went idle (µs).
-        end: When the next GPU event started (µs).
+        start: When the GPU went idle (the trace's own timestamp, µs).
+        duration: How long it stayed idle (µs).
         host_bound: True when the next event's launch started at or after ``start`` (the GPU
             waited for the host); False when it was launched before (queued behind something
             else); None when that event has no launch in the trace.
@@ -27,15 +27,15 @@ class IdleGap:
     """
 
     start: float
-    end: float
+    duration: float
     host_bound: bool | None
     next_event: str
     marker: str | None
 
     @property
-    def duration(self) -> float:
-        """Length of the gap in microseconds."""
-        return self.end - self.start
+    def end(self) -> float:
+        """When the next GPU event started (µs)."""
+        return self.start + self.duration
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -140,8 +140,8 @@ def _gap(trace: LinkedTrace, idle_since: float, next_index: int) -> IdleGap:
         if marker != NO_LINK:
             marker_name = marker_group(trace.markers[marker].name)
     return IdleGap(
-        start=idle_since,
-        end=gpu.start[next_index],
+        start=trace.origin_us + idle_since,
+        duration=gpu.start[next_index] - idle_since,
         host_bound=host_bound,
         next_event=trace.names[gpu.name[next_index]],
         marker=marker_name,

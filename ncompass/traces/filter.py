@@ -175,7 +175,7 @@ def _direct_children(source: Path, trace: LinkedTrace) -> bytearray:
                     and category != MARKER_CATEGORY
                     and category not in GPU_CATEGORIES
                 ):
-                    start = microseconds(event.get("ts"))
+                    start = microseconds(event.get("ts")) - trace.origin_us
                     starts.append(start)
                     ends.append(start + microseconds(event.get("dur")))
                     ordinals.append(ordinal)

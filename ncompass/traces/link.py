@@ -130,6 +130,9 @@ class LinkedTrace:
         launches: CPU launches (events with ``args.correlation``).
         gpu: GPU events.
         cpu_operators: Per-name totals of ``cpu_op`` events.
+        origin_us: The timestamp every time in this object is relative to (the first event's
+            ``ts``): subtracting it before adding durations keeps sub-microsecond precision
+            that ``ts + dur`` at epoch magnitudes would round away.
         cpu_start, cpu_end: First start and last end of CPU-side complete events.
         event_counts: Number of events per phase (``X``, ``B``, ``i``, ``s``, ``M``, ``C``, ...).
     """
@@ -143,6 +146,7 @@ class LinkedTrace:
     launches: LaunchCalls = field(default_factory=LaunchCalls)
     gpu: GpuEvents = field(default_factory=GpuEvents)
     cpu_operators: dict[str, OperatorTotals] = field(default_factory=dict)
+    origin_us: float = 0.0
     cpu_start: float = float("inf")
     cpu_end: float = float("-inf")
     event_counts: dict[str, int] = field(default_factory=dict)
@@ -194,6 +198,7 @@ class _Collector:
         self._open_ranges: dict[tuple[Any, Any], list[Event]] = defaultdict(list)
         self._counts: dict[str, int] = defaultdict(int)
         self._last_timestamp = float("-inf")
+        self._origin: float | None = None
 
     def add(self, events: Iterable[Event]) -> None:
         counts = self._counts
@@ -213,7 +218,7 @@ class _Collector:
         # Ranges never closed run to the end of the trace, as trace viewers draw them.
         for stack in self._open_ranges.values():
             for event in stack:
-                start = microseconds(event.get("ts"))
+                start = self._relative(event.get("ts"))
                 self._complete(event, max(0.0, self._last_timestamp - start))
         self.trace.event_counts = {str(phase): count for phase, count in self._counts.items()}
         return self.trace
@@ -223,15 +228,15 @@ class _Collector:
         if not stack:
             return  # an E without its B (cut off at the trace start): nothing to measure
         begin = stack.pop()
-        start = microseconds(begin.get("ts"))
+        start = self._relative(begin.get("ts"))
         end_args = end_event.get("args")
         if isinstance(end_args, dict) and end_args:
             begin = {**begin, "args": {**(begin.get("args") or {}), **end_args}}
-        self._complete(begin, microseconds(end_event.get("ts")) - start)
+        self._complete(begin, self._relative(end_event.get("ts")) - start)
 
     def _complete(self, event: Event, duration: float) -> None:
         trace = self.trace
-        start = microseconds(event.get("ts"))
+        start = self._relative(event.get("ts"))
         end = start + duration
         if end > self._last_timestamp:
             self._last_timestamp = end
@@ -269,6 +274,12 @@ class _Collector:
             launches.start.append(start)
             launches.duration.append(duration)
             launches.correlation.append(correlation)
+
+    def _relative(self, timestamp: object) -> float:
+        value = microseconds(timestamp)
+        if self._origin is None:
+            self._origin = self.trace.origin_us = value
+        return value - self._origin
 
     def _gpu_event(self, event: Event, name: str, start: float, duration: float) -> None:
         gpu = self.trace.gpu

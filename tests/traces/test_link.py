@@ -73,7 +73,7 @@ def test_begin_end_markers_become_ranges(tmp_path: Path) -> None:
     builder.add(ph="B", cat="user_annotation", name="open", pid=CPU_PID, tid=1, ts=20)
     builder.cpu_op("late", 30, 5)
     trace = link_trace(builder.write(tmp_path / "t.json"))
-    spans = {m.name: (m.start, m.end) for m in trace.markers}
+    spans = {m.name: (trace.origin_us + m.start, trace.origin_us + m.end) for m in trace.markers}
     assert spans == {"phase": (0.0, 8.0), "open": (20.0, 35.0)}  # open runs to the trace end
     assert trace.markers[trace.marker_of_gpu_event(0)].name == "phase"
 
