@@ -102,14 +102,18 @@ class GpuMonitor:
             notes = Notes()
             if opened.fallback_reason:
                 notes.add(None, opened.fallback_reason)
-            self._run = _Run(
-                opened.backend,
-                opened.devices,
-                self.samples if self.keep_samples else None,
-                int(self.interval_s * 1e9),
-                int(self.warmup_s * 1e9),
-                notes,
-            )
+            try:
+                self._run = _Run(
+                    opened.backend,
+                    opened.devices,
+                    self.samples if self.keep_samples else None,
+                    int(self.interval_s * 1e9),
+                    int(self.warmup_s * 1e9),
+                    notes,
+                )
+            except BaseException:
+                opened.backend.close()  # e.g. no thread could be started: do not leak a child
+                raise
         return self
 
     def stop(self, *, sync: bool = True) -> tuple[GpuSummary, ...]:

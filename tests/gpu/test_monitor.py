@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
@@ -12,6 +13,7 @@ import pytest
 from ncompass.gpu import GpuBackendError, GpuMonitor, GpuSample, GpuSummary
 from ncompass.gpu._backends import selection
 from ncompass.gpu._backends.base import DeviceInfo
+from ncompass.gpu._sampler import Sampler
 
 from .conftest import FakeNvml, FakeSmi, smi_gpu
 
@@ -264,3 +266,17 @@ def test_a_monitor_can_run_again_but_not_twice_at_once() -> None:
 def test_bad_arguments_fail_at_construction(arguments: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         GpuMonitor(**arguments)  # type: ignore[arg-type]
+
+
+def test_a_sampler_that_cannot_start_leaves_no_nvidia_smi_behind(
+    fake_smi: FakeSmi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def cannot_start(self: Sampler, start_ns: int) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(Sampler, "start", cannot_start)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        GpuMonitor(backend="smi").start()
+    (loop,) = fake_smi.loop_invocations()
+    with pytest.raises(ProcessLookupError):
+        os.kill(loop["pid"], 0)
