@@ -1,0 +1,211 @@
+"""ncompass's trace breakdown against Holistic Trace Analysis (HTA), side by side, in one run.
+
+    python benchmarks/bench_traces.py [--runs 3] [--size-mb 54] [--huge]
+
+The anchor of issue 3 is a 54 MB (uncompressed) single-rank Kineto trace. None of the shared
+real traces is that big, so one is built reproducibly under ``benchmarks/.data`` by repeating
+the shared ns-resolution V100 trace end to end with fresh ids (``benchmarks/traces/make_trace.py``).
+
+HTA runs in its own virtual environment (``benchmarks/.venv-hta``, created on first use with
+``pip install HolisticTraceAnalysis``). Each tool runs in a fresh child process, interleaved run
+by run; a child reports its own peak RSS since exec (``VmHWM``; ``ru_maxrss`` would include the
+parent it was forked from) and its children's (HTA may parse in a worker pool).
+"time" is measured inside the child from before importing the tool to the breakdown in hand;
+"wall" adds interpreter start-up. Medians over ``--runs``.
+
+Numbers are compared where both compute the same thing: HTA drops the GPU work launched in the
+last ProfilerStep, so ncompass runs with ``exclude_last_profiler_step=True``; HTA's rounding of
+ns-resolution timestamps to whole microseconds is turned off (``HTA_DISABLE_NS_ROUNDING=1``),
+which also makes HTA faster. ``--huge`` adds a 1 GB trace (ncompass only; goal: peak < 500 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DATA = HERE / ".data"
+HTA_VENV = HERE / ".venv-hta"
+SOURCE = REPO.parent / "shared" / "traces" / "hta" / "ns_resolution_trace"
+COMPARED = ("kernel_span_us", "idle_us", "compute_us", "non_compute_us")
+GOAL_SPEEDUP = 5.0
+GOAL_MEMORY_RATIO = 1 / 3
+GOAL_ACCURACY = 0.005
+GOAL_HUGE_PEAK_MB = 500
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs per tool (median reported)")
+    parser.add_argument("--size-mb", type=float, default=54.0, help="anchor trace size (JSON)")
+    parser.add_argument("--huge", action="store_true", help="also process a 1 GB trace")
+    parser.add_argument("--no-scaling", action="store_true", help="skip the linearity check")
+    arguments = parser.parse_args()
+
+    hta_python = ensure_hta()
+    anchor = trace_of_size(arguments.size_mb)
+    print(f"anchor trace: {anchor.name}, {anchor.stat().st_size / 1e6:.1f} MB gzipped\n")
+
+    results: dict[str, list[dict[str, Any]]] = {"HTA": [], "ncompass": []}
+    for _ in range(arguments.runs):
+        results["HTA"].append(run_child(hta_command(hta_python, anchor), hta_environment()))
+        results["ncompass"].append(run_child(ncompass_command(anchor), dict(os.environ)))
+    report_side_by_side(results)
+    report_accuracy(results["HTA"][0], results["ncompass"][0])
+    if not arguments.no_scaling:
+        report_scaling(arguments.size_mb, arguments.runs)
+    if arguments.huge:
+        report_huge()
+
+
+def ensure_hta() -> Path:
+    python = HTA_VENV / "bin" / "python"
+    if not python.exists():
+        print("creating benchmarks/.venv-hta with HolisticTraceAnalysis (first run only)...")
+        subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "HolisticTraceAnalysis"], check=True
+        )
+    return python
+
+
+def trace_of_size(size_mb: float, level: int = 6) -> Path:
+    path = DATA / f"anchor-{size_mb:g}MB.json.gz"
+    if not path.exists():
+        sources = sorted(SOURCE.glob("*.json.gz"))
+        if not sources:
+            sys.exit(f"the shared trace folder {SOURCE} is missing: clone with ../shared beside")
+        DATA.mkdir(parents=True, exist_ok=True)
+        print(f"building {path.name} from {sources[0].name} (first run only)...")
+        partial = path.with_suffix(".partial")
+        # In a child process, so this one stays small for the children it forks.
+        subprocess.run(
+            [
+                sys.executable,
+                str(HERE / "traces" / "make_trace.py"),
+                str(sources[0]),
+                str(partial),
+                "--size-mb",
+                str(size_mb),
+                "--level",
+                str(level),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        partial.replace(path)
+    return path
+
+
+def hta_command(python: Path, trace: Path) -> list[str]:
+    return [str(python), str(HERE / "traces" / "run_hta.py"), str(trace)]
+
+
+def hta_environment() -> dict[str, str]:
+    return {**os.environ, "HTA_DISABLE_NS_ROUNDING": "1"}
+
+
+def ncompass_command(trace: Path) -> list[str]:
+    return [
+        sys.executable,
+        str(HERE / "traces" / "run_ncompass.py"),
+        str(trace),
+        "exclude-last-step",
+    ]
+
+
+def run_child(command: list[str], environment: dict[str, str]) -> dict[str, Any]:
+    """Run one measurement in a fresh process; add its wall time and peak RSS (MB)."""
+    started = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, env=environment, text=True)
+    assert child.stdout is not None
+    output = child.stdout.read()
+    child.wait()
+    wall = time.perf_counter() - started
+    if child.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed with exit code {child.returncode}")
+    result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
+    peak_kb = max(result["self_peak_kb"], result["children_peak_kb"])
+    result.update(wall_seconds=wall, peak_mb=peak_kb / 1024)
+    return result
+
+
+def median(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
+
+
+def report_side_by_side(results: dict[str, list[dict[str, Any]]]) -> None:
+    print(f"{'tool':<10} {'time (s)':>9} {'wall (s)':>9} {'peak RSS (MB)':>14}")
+    for tool, runs in results.items():
+        print(
+            f"{tool:<10} {median(runs, 'seconds'):>9.2f} {median(runs, 'wall_seconds'):>9.2f} "
+            f"{median(runs, 'peak_mb'):>14.0f}"
+        )
+    hta, ours = results["HTA"], results["ncompass"]
+    speedup = median(hta, "seconds") / median(ours, "seconds")
+    wall_speedup = median(hta, "wall_seconds") / median(ours, "wall_seconds")
+    memory = median(ours, "peak_mb") / median(hta, "peak_mb")
+    print(
+        f"\nncompass is {speedup:.1f}x faster ({wall_speedup:.1f}x in wall time) "
+        f"[goal >= {GOAL_SPEEDUP:g}x: {verdict(speedup >= GOAL_SPEEDUP)}]"
+    )
+    print(
+        f"ncompass peak memory is {memory:.2f} of HTA's "
+        f"[goal <= {GOAL_MEMORY_RATIO:.2f}: {verdict(memory <= GOAL_MEMORY_RATIO)}]\n"
+    )
+
+
+def report_accuracy(hta: dict[str, Any], ours: dict[str, Any]) -> None:
+    print(f"{'quantity':<16} {'HTA (us)':>16} {'ncompass (us)':>16} {'difference':>11}")
+    worst = 0.0
+    for key in COMPARED:
+        difference = abs(ours[key] - hta[key]) / hta[key] if hta[key] else abs(ours[key])
+        worst = max(worst, difference)
+        print(f"{key:<16} {hta[key]:>16.3f} {ours[key]:>16.3f} {difference:>10.4%}")
+    print(
+        f"largest difference {worst:.4%} [goal <= {GOAL_ACCURACY:.1%}: "
+        f"{verdict(worst <= GOAL_ACCURACY)}]\n"
+    )
+
+
+def report_scaling(size_mb: float, runs: int) -> None:
+    print("ncompass time and peak memory against trace size (linear growth expected):")
+    print(f"{'JSON (MB)':>10} {'time (s)':>9} {'MB/s':>7} {'peak RSS (MB)':>14}")
+    for factor in (0.5, 1, 2, 4):
+        trace = trace_of_size(size_mb * factor)
+        measured = [run_child(ncompass_command(trace), dict(os.environ)) for _ in range(runs)]
+        seconds = median(measured, "seconds")
+        print(
+            f"{size_mb * factor:>10.0f} {seconds:>9.2f} {size_mb * factor / seconds:>7.0f} "
+            f"{median(measured, 'peak_mb'):>14.0f}"
+        )
+    print()
+
+
+def report_huge() -> None:
+    trace = trace_of_size(1000, level=1)
+    result = run_child(ncompass_command(trace), dict(os.environ))
+    print(
+        f"1 GB trace ({trace.stat().st_size / 1e6:.0f} MB gzipped): {result['seconds']:.1f} s, "
+        f"peak RSS {result['peak_mb']:.0f} MB "
+        f"[goal < {GOAL_HUGE_PEAK_MB} MB: {verdict(result['peak_mb'] < GOAL_HUGE_PEAK_MB)}]"
+    )
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+if __name__ == "__main__":
+    main()

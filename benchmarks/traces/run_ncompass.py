@@ -1,0 +1,46 @@
+"""Child process of the benchmark: ncompass's breakdown of one trace, timed, as one JSON line."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+
+
+def main() -> None:
+    path, exclude_last_step = sys.argv[1], sys.argv[2] == "exclude-last-step"
+    started = time.perf_counter()
+    from ncompass.analysis import breakdown
+
+    result = breakdown([path], exclude_last_profiler_step=exclude_last_step, progress=False)
+    elapsed = time.perf_counter() - started
+    rank = result.ranks[0]
+    print(
+        json.dumps(
+            {
+                "seconds": elapsed,
+                "self_peak_kb": peak_rss_kb(),
+                "children_peak_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+                "kernel_span_us": rank.kernel_span_us,
+                "idle_us": rank.idle_us,
+                "compute_us": rank.compute_us,
+                "non_compute_us": rank.non_compute_us,
+                "gpu_events": rank.gpu_events,
+            }
+        )
+    )
+
+
+def peak_rss_kb() -> int:
+    """This process's own peak RSS since exec (VmHWM): unlike ru_maxrss, it does not include
+    the memory of the parent it was forked from."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+if __name__ == "__main__":
+    main()
