@@ -8,13 +8,13 @@ each class's union over ranks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ncompass.analysis.idle import IdleGaps, classify_idle_gaps
-from ncompass.analysis.intervals import intersection_length, total_length, union
+from ncompass.analysis.intervals import intersection_length, merge_sorted, total_length
 from ncompass.analysis.launches import LaunchStatistics, launch_statistics
 from ncompass.errors import TraceError
 from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace, marker_group
@@ -161,14 +161,10 @@ def rank_breakdown(
     selected, window = _selected_gpu_events(trace, exclude_last_profiler_step)
     gpu = trace.gpu
     by_start = sorted(selected, key=gpu.start.__getitem__)
-    intervals_by_class: tuple[list[tuple[float, float]], ...] = ([], [], [])
-    for index in by_start:
-        start = gpu.start[index]
-        intervals_by_class[gpu.kernel_class[index]].append((start, start + gpu.duration[index]))
-    busy = union(interval for intervals in intervals_by_class for interval in intervals)
-    computation = union(intervals_by_class[_COMPUTATION])
-    communication = union(intervals_by_class[_COMMUNICATION])
-    memory = union(intervals_by_class[_MEMORY])
+    busy = merge_sorted(_intervals(trace, by_start))
+    computation = merge_sorted(_intervals(trace, by_start, _COMPUTATION))
+    communication = merge_sorted(_intervals(trace, by_start, _COMMUNICATION))
+    memory = merge_sorted(_intervals(trace, by_start, _MEMORY))
     span = busy[-1][1] - busy[0][0] if busy else 0.0
     idle = span - total_length(busy)
     compute = total_length(computation)
@@ -188,6 +184,17 @@ def rank_breakdown(
         idle_gaps=classify_idle_gaps(trace, by_start),
         window=window,
     )
+
+
+def _intervals(
+    trace: LinkedTrace, by_start: Sequence[int], kernel_class: int | None = None
+) -> Iterator[tuple[float, float]]:
+    """The GPU intervals in start order, generated one by one so none are kept."""
+    gpu = trace.gpu
+    for index in by_start:
+        if kernel_class is None or gpu.kernel_class[index] == kernel_class:
+            start = gpu.start[index]
+            yield start, start + gpu.duration[index]
 
 
 def _selected_gpu_events(

@@ -16,10 +16,22 @@ def union(intervals: Iterable[Interval]) -> list[Interval]:
     Returns:
         Disjoint intervals sorted by start.
     """
+    return merge_sorted(sorted(intervals))
+
+
+def merge_sorted(intervals: Iterable[Interval]) -> list[Interval]:
+    """Like :func:`union`, for intervals already sorted by start (streams them, no copy).
+
+    Args:
+        intervals: ``(start, end)`` pairs in order of start.
+
+    Returns:
+        Disjoint intervals sorted by start.
+    """
     merged: list[Interval] = []
     current_start = current_end = 0.0
     started = False
-    for start, end in sorted(intervals):
+    for start, end in intervals:
         if not started:
             current_start, current_end, started = start, end, True
         elif start <= current_end:

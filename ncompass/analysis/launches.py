@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,9 +62,10 @@ def launch_statistics(trace: LinkedTrace, selected: Sequence[int]) -> LaunchStat
     """
     gpu = trace.gpu
     launches = trace.launches
-    delays: list[float] = []
-    cpu_durations: list[float] = []
-    gpu_durations: list[float] = []
+    # Compact columns: a trace can hold millions of launches.
+    delays = array("d")
+    cpu_durations = array("d")
+    gpu_durations = array("d")
     shorter = 0
     for index in selected:
         launch = gpu.launch[index]

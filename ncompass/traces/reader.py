@@ -78,7 +78,8 @@ class TraceReader:
             compressed = handle.read(2) == _GZIP_MAGIC
             handle.seek(0)
             chunks = _gunzip(handle, self.path) if compressed else _plain(handle)
-            with byte_progress(f"reading {self.path.name}", size, self._progress) as advance:
+            label = f"reading {self.path.name}"
+            with byte_progress(label, size, self._progress, compressed=compressed) as advance:
                 try:
                     for chunk, read in chunks:
                         advance(read)

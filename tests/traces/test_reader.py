@@ -199,3 +199,13 @@ def test_files_that_are_not_traces_get_a_clear_error(
     path.write_text(text)
     with pytest.raises(TraceError, match=message):
         read_all(path)
+
+
+def test_progress_bar_goes_to_stderr_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = TraceBuilder().marker("m", 0, 1).write(tmp_path / "t.json")
+    assert len(list(TraceReader(path, progress=True))) == 1
+    assert len(list(TraceReader(path))) == 1  # not a terminal: no bar
+    captured = capsys.readouterr()
+    assert captured.out == ""
