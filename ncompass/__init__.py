@@ -21,6 +21,14 @@ from ncompass.errors import (
 
 if TYPE_CHECKING:
     from ncompass.capture.decorator import capture_trace
+    from ncompass.gpu import (
+        GpuBackendError,
+        GpuMonitor,
+        GpuSample,
+        GpuSummary,
+        ProfiledResult,
+        gpu_profile,
+    )
     from ncompass.importer.hook import disable_rewrites, enable_full_trace_mode, enable_rewrites
     from ncompass.spec.models import RewriteConfig
 
@@ -28,6 +36,12 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "RewriteConfig": "ncompass.spec.models",
     "capture_trace": "ncompass.capture.decorator",
+    "GpuBackendError": "ncompass.gpu",
+    "GpuMonitor": "ncompass.gpu",
+    "GpuSample": "ncompass.gpu",
+    "GpuSummary": "ncompass.gpu",
+    "ProfiledResult": "ncompass.gpu",
+    "gpu_profile": "ncompass.gpu",
     "enable_rewrites": "ncompass.importer.hook",
     "disable_rewrites": "ncompass.importer.hook",
     "enable_full_trace_mode": "ncompass.importer.hook",
@@ -50,7 +64,12 @@ def __dir__() -> list[str]:
 __all__ = [
     "CaptureError",
     "ContextError",
+    "GpuBackendError",
+    "GpuMonitor",
+    "GpuSample",
+    "GpuSummary",
     "NcompassError",
+    "ProfiledResult",
     "RewriteConfig",
     "RewriteError",
     "SpecError",
@@ -60,4 +79,5 @@ __all__ = [
     "disable_rewrites",
     "enable_full_trace_mode",
     "enable_rewrites",
+    "gpu_profile",
 ]

@@ -21,6 +21,7 @@ import orjson
 
 from ncompass.capture.backends import make_profiler
 from ncompass.capture.decorator import PROFILE_ENV
+from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline, finish, start_monitor
 from ncompass.capture.trace_files import (
     TRACE_DIR_ENV,
     claim_trace_path,
@@ -29,6 +30,7 @@ from ncompass.capture.trace_files import (
     timestamped_name,
     trace_dir,
 )
+from ncompass.gpu import GpuMonitor
 from ncompass.importer.hook import FULL_TRACE_MARKER, disable_rewrites, enable_rewrites
 from ncompass.importer.registry import REGISTRY
 from ncompass.importer.script import ScriptOutcome, run_module, run_script
@@ -65,6 +67,7 @@ class RunOptions:
     profile_memory: bool = False
     with_stack: bool = False
     full_trace: bool = False
+    gpu_monitor: GpuMonitorOptions | None = None
 
 
 @dataclass
@@ -77,6 +80,7 @@ class RunResult:
     markers: list[dict[str, Any]]
     duration_s: float
     config: RewriteConfig
+    gpu: GpuTimeline | None = None
 
 
 def load_specs(
@@ -120,11 +124,15 @@ def run(options: RunOptions) -> RunResult:
     started = time.time()
     clock = time.perf_counter()
     outcome = ScriptOutcome(1)
+    monitor: GpuMonitor | None = None
+    gpu: GpuTimeline | None = None
     with _environment({PROFILE_ENV: "1", TRACE_DIR_ENV: str(folder), RUNNER_ENV: "1"}):
         enable_rewrites(config)
         try:
             profiler.start()
             try:
+                if options.gpu_monitor is not None:  # after the profiler's slow start
+                    monitor = start_monitor(options.gpu_monitor)
                 with _full_trace_range(config):
                     if options.script is not None:
                         outcome = run_script(options.script, list(options.args))
@@ -134,6 +142,8 @@ def run(options: RunOptions) -> RunResult:
             finally:
                 written = profiler.stop()
                 markers = REGISTRY.manifest()
+                if monitor is not None:
+                    gpu = finish(monitor, written)
         except BaseException:
             if trace_path is not None and written is None and _is_empty(trace_path):
                 trace_path.unlink()
@@ -143,8 +153,8 @@ def run(options: RunOptions) -> RunResult:
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
-        sidecar = _write_sidecar(written, options, config, markers, outcome, started, duration)
-    return RunResult(outcome.exit_code, written, sidecar, markers, duration, config)
+        sidecar = _write_sidecar(written, options, config, markers, outcome, started, duration, gpu)
+    return RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu)
 
 
 @contextmanager
@@ -191,6 +201,7 @@ def _write_sidecar(
     outcome: ScriptOutcome,
     started: float,
     duration: float,
+    gpu: GpuTimeline | None,
 ) -> Path:
     path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
@@ -205,6 +216,12 @@ def _write_sidecar(
         "spec": config.to_dict(),
         "markers": markers,
     }
+    if gpu is not None:
+        document["gpu"] = {
+            "summaries": [summary.to_dict() for summary in gpu.summaries],
+            "low_utilisation": gpu.low_utilisation,
+            "counter_events": gpu.counter_events,
+        }
     path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     return path
 

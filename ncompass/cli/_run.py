@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ncompass.capture.backends.base import PROFILERS
+from ncompass.gpu import DeviceSpec
 
 
 @click.command(
@@ -43,6 +44,19 @@ from ncompass.capture.backends.base import PROFILERS
 @click.option("--profile-memory", is_flag=True, help="Record allocations (torch profiler).")
 @click.option("--with-stack", is_flag=True, help="Record Python stacks of ops (torch profiler).")
 @click.option("--full-trace", is_flag=True, help="Wrap the whole run in one top-level range.")
+@click.option(
+    "--gpu-monitor",
+    is_flag=True,
+    help="Sample GPU utilisation during the run into the trace (host CPU where there is no GPU).",
+)
+@click.option("--gpu-device", default="0", show_default=True, help="GPU index, N,M or 'all'.")
+@click.option("--gpu-interval", type=float, default=0.2, show_default=True, help="Seconds.")
+@click.option(
+    "--gpu-backend",
+    type=click.Choice(["auto", "nvml", "smi", "cpu", "none"]),
+    default="auto",
+    show_default=True,
+)
 @click.option("-m", "module", default=None, metavar="MODULE", help="Run a module, like python -m.")
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def run_command(
@@ -54,6 +68,10 @@ def run_command(
     profile_memory: bool,
     with_stack: bool,
     full_trace: bool,
+    gpu_monitor: bool,
+    gpu_device: str,
+    gpu_interval: float,
+    gpu_backend: str,
     module: str | None,
     arguments: tuple[str, ...],
 ) -> None:
@@ -63,6 +81,7 @@ def run_command(
 
         ncompass run --config configs/attn.yaml examples/tiny_transformer.py --steps 3
     """
+    from ncompass.capture.gpu_timeline import GpuMonitorOptions
     from ncompass.capture.runner import RunOptions, run
 
     args = list(arguments)
@@ -83,9 +102,14 @@ def run_command(
         profile_memory=profile_memory,
         with_stack=with_stack,
         full_trace=full_trace,
+        gpu_monitor=GpuMonitorOptions(_device(gpu_device), gpu_interval, gpu_backend)
+        if gpu_monitor
+        else None,
     )
     result = run(options)
     sys.stdout.flush()
+    if result.gpu is not None:
+        click.echo(result.gpu.report(), err=True)
     if result.trace_path is not None:
         markers = len(result.markers)
         click.echo(
@@ -95,3 +119,14 @@ def run_command(
             err=True,
         )
     raise SystemExit(result.exit_code)
+
+
+def _device(text: str) -> DeviceSpec:
+    """``--gpu-device``: ``0``, ``0,1`` or ``all``."""
+    if text == "all":
+        return "all"
+    try:
+        numbers = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: use an index, a list like 0,1, or 'all'") from None
+    return numbers[0] if len(numbers) == 1 else numbers

@@ -8,10 +8,11 @@ summary. Nothing heavy is imported until a monitor starts.
 from ncompass.gpu._decorator import ProfiledResult, gpu_profile
 from ncompass.gpu._errors import GpuBackendError
 from ncompass.gpu._monitor import GpuMonitor
-from ncompass.gpu._sample import GpuSample
+from ncompass.gpu._sample import DeviceSpec, GpuSample
 from ncompass.gpu._summary import GpuSummary
 
 __all__ = [
+    "DeviceSpec",
     "GpuBackendError",
     "GpuMonitor",
     "GpuSample",

@@ -14,13 +14,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
-import json
 import marshal
 import os
 import sys
 from dataclasses import dataclass
 from types import CodeType
-from typing import Any
 
 from ncompass._version import __version__
 
@@ -31,10 +29,10 @@ _KEY_SIZE = 32
 
 @dataclass(frozen=True)
 class CachedRewrite:
-    """A cache hit: the compiled code and the marker manifest written with it."""
+    """A cache hit: the compiled code and the marker manifest (JSON, decoded only when asked)."""
 
     code: CodeType
-    manifest: list[dict[str, Any]]
+    manifest_json: bytes
 
 
 def cache_key(source: bytes, spec_digest: str) -> bytes:
@@ -67,27 +65,25 @@ def load(source_path: str, key: bytes) -> CachedRewrite | None:
     size = int.from_bytes(data[header : header + 4], "little")
     manifest_end = header + 4 + size
     try:
-        manifest = json.loads(data[header + 4 : manifest_end])
         code = marshal.loads(data[manifest_end:])
     except (ValueError, EOFError, TypeError):
         return None  # a corrupt entry is a miss; the next store replaces it
-    if not isinstance(code, CodeType):
+    if not isinstance(code, CodeType) or manifest_end > len(data):
         return None
-    return CachedRewrite(code, manifest)
+    return CachedRewrite(code, data[header + 4 : manifest_end])
 
 
-def store(source_path: str, key: bytes, code: CodeType, manifest: list[dict[str, Any]]) -> bool:
+def store(source_path: str, key: bytes, code: CodeType, manifest_json: bytes) -> bool:
     """Cache a rewrite atomically. Returns False (silently) where writing is not possible."""
     if sys.dont_write_bytecode:
         return False
     path = cache_path(source_path)
-    manifest_bytes = json.dumps(manifest, separators=(",", ":")).encode()
     payload = b"".join(
         (
             _MAGIC,
             key,
-            len(manifest_bytes).to_bytes(4, "little"),
-            manifest_bytes,
+            len(manifest_json).to_bytes(4, "little"),
+            manifest_json,
             marshal.dumps(code),
         )
     )

@@ -18,6 +18,8 @@ import warnings
 from collections.abc import Iterator
 from types import CodeType, FunctionType, MethodType, ModuleType
 
+import orjson
+
 from ncompass.errors import RewriteError
 from ncompass.importer.loader import rewrite_source
 from ncompass.importer.registry import REGISTRY, RewrittenModule
@@ -58,7 +60,7 @@ def apply_in_place(
         data = handle.read()
     if entry is None:
         code = compile(decode_source(data), path, "exec", dont_inherit=True)
-        manifest: list[dict[str, object]] = []
+        manifest = b"[]"
         prologue: list[str] = []
     else:
         assert config is not None
@@ -68,7 +70,8 @@ def apply_in_place(
         if plan.definition_swaps or plan.reference_swaps or module_level:
             _reimport(module, "its spec replaces objects or marks module-level code")
             return
-        code, manifest, prologue = result.compile(), result.manifest(), result.prologue()
+        code, prologue = result.compile(), result.prologue()
+        manifest = orjson.dumps(result.manifest())
     if prologue:
         exec(compile("\n".join(prologue), path, "exec", dont_inherit=True), module.__dict__)
     new_code = dict(_code_objects(code))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib.machinery
 from pathlib import Path
 from types import CodeType
-from typing import Any
+
+import orjson
 
 from ncompass.importer import cache
 from ncompass.importer.registry import REGISTRY, RewrittenModule
@@ -24,8 +25,8 @@ from ncompass.spec.models import RewriteConfig
 
 def rewritten_code(
     module_name: str, path: str, data: bytes, entry: ModuleTargets, config: RewriteConfig
-) -> tuple[CodeType, list[dict[str, Any]]]:
-    """The rewritten code of a module (from the cache when valid) and its marker manifest.
+) -> tuple[CodeType, bytes]:
+    """The rewritten code of a module (from the cache when valid) and its marker manifest (JSON).
 
     Raises:
         SpecError: a marker does not match the code (spec file and line).
@@ -34,10 +35,10 @@ def rewritten_code(
     key = cache.cache_key(data, entry.digest)
     hit = cache.load(path, key)
     if hit is not None:
-        return hit.code, hit.manifest
+        return hit.code, hit.manifest_json
     result = rewrite_source(module_name, path, data, entry, config)
     code = result.compile()
-    manifest = result.manifest()
+    manifest = orjson.dumps(result.manifest())
     cache.store(path, key, code, manifest)
     return code, manifest
 

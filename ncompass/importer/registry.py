@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from types import CodeType, FunctionType
 from typing import Any
 
+import orjson
+
 
 @dataclass(eq=False)
 class RewrittenModule:
@@ -16,15 +18,22 @@ class RewrittenModule:
         name: The module's name in ``sys.modules``.
         path: Its source file.
         digest: The digest of the spec entries it was rewritten for.
-        manifest: One entry per marker site (see ``MarkerSite.to_dict``).
+        manifest_json: One entry per marker site (see ``MarkerSite.to_dict``), as JSON; kept
+            encoded because a cached import should not pay for decoding it.
         originals: Functions whose ``__code__`` was swapped in place, with their old code.
     """
 
     name: str
     path: str
     digest: str
-    manifest: list[dict[str, Any]]
+    manifest_json: bytes
     originals: list[tuple[FunctionType, CodeType]] = field(default_factory=list)
+
+    @property
+    def manifest(self) -> list[dict[str, Any]]:
+        """The marker sites, decoded."""
+        entries: list[dict[str, Any]] = orjson.loads(self.manifest_json)
+        return entries
 
 
 class Registry:

@@ -67,10 +67,12 @@ class MarkerSite:
             used when the name function fails.
         dynamic: True when ``enter`` receives a zero-argument function computing the name.
         values: Keyword values handed to custom context classes.
-        color: ARGB colour for NVTX ranges.
+        color: NVTX colour as written (name, ``#RRGGBB`` or int) or None for the default of
+            ``name``; :attr:`color` gives it as ARGB, computed on first use (only NVTX needs it,
+            and every site of a module is bound when the module is imported).
     """
 
-    __slots__ = ("_warned", "color", "dynamic", "name", "values")
+    __slots__ = ("_color", "_color_spec", "_warned", "dynamic", "name", "values")
 
     def __init__(
         self,
@@ -78,13 +80,23 @@ class MarkerSite:
         *,
         dynamic: bool = False,
         values: Mapping[str, object] | None = None,
-        color: int = 0,
+        color: str | int | None = None,
     ) -> None:
         self.name = name
         self.dynamic = dynamic
         self.values = values
-        self.color = color
-        self._warned: set[str] = set()
+        self._color_spec = color
+        self._color: int | None = None
+        self._warned: set[str] | None = None
+
+    @property
+    def color(self) -> int:
+        """The NVTX colour as ``0xAARRGGBB``."""
+        if self._color is None:
+            from ncompass.runtime.colors import parse_color
+
+            self._color = parse_color(self._color_spec, name=self.name)
+        return self._color
 
     def __repr__(self) -> str:
         return f"MarkerSite({self.name!r}, dynamic={self.dynamic})"
@@ -112,6 +124,8 @@ class MarkerSite:
 
     def warn_once(self, topic: str, message: str, *, stacklevel: int = 3) -> None:
         """Emits a :class:`RangeContextWarning` the first time ``topic`` comes up at this site."""
+        if self._warned is None:
+            self._warned = set()
         if topic in self._warned:
             return
         self._warned.add(topic)

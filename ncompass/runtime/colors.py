@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 from ncompass.errors import ContextError
 
 _OPAQUE = 0xFF000000
@@ -78,8 +80,6 @@ def parse_color(color: str | int | None, *, name: str = "") -> int:
 
 
 def _stable_hash(text: str) -> int:
-    """FNV-1a of the UTF-8 bytes: the same in every process, unlike ``hash()``."""
-    value = 0x811C9DC5
-    for byte in text.encode():
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return value
+    """CRC-32 of the UTF-8 bytes: the same in every process (unlike ``hash()``), and computed in
+    C: every marker of a module is bound when it is imported, so this is on the import path."""
+    return zlib.crc32(text.encode())

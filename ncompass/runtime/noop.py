@@ -16,8 +16,14 @@ _enter_dynamic_name = type
 _discard = type
 
 
+_IDLE_FIXED = BoundRange(enter=_enter_fixed_name, exit=_discard, enter_named=_discard, idle=True)
+_IDLE_DYNAMIC = BoundRange(
+    enter=_enter_dynamic_name, exit=_discard, enter_named=_discard, idle=True
+)
+
+
 def idle_range(site: MarkerSite) -> BoundRange:
-    """Returns the enter/exit pair that records nothing for ``site``.
+    """Returns the enter/exit pair that records nothing for ``site`` (shared by all such sites).
 
     Args:
         site: The marker site; only whether its name is dynamic matters.
@@ -25,8 +31,7 @@ def idle_range(site: MarkerSite) -> BoundRange:
     Returns:
         A :class:`BoundRange` marked idle.
     """
-    enter = _enter_dynamic_name if site.dynamic else _enter_fixed_name
-    return BoundRange(enter=enter, exit=_discard, enter_named=_discard, idle=True)
+    return _IDLE_DYNAMIC if site.dynamic else _IDLE_FIXED
 
 
 class NoopBackend:

@@ -58,12 +58,9 @@ def bind(
             given to a class that does not accept them.
     """
     resolved = resolve_context(context)
-    site = MarkerSite(
-        name=name,
-        dynamic=dynamic,
-        values=values,
-        color=parse_color(color, name=name),
-    )
+    if color is not None:
+        parse_color(color, name=name)  # a wrong colour is an error whatever the context
+    site = MarkerSite(name=name, dynamic=dynamic, values=values, color=color)
     bound = backend_for(resolved).bind(site, async_safe=async_safe)
     return bound.enter, bound.exit
 

@@ -152,3 +152,28 @@ def test_missing_script_and_bad_spec_are_user_errors(tmp_path: Path) -> None:
         )
     assert not list((tmp_path / "t").glob("*.json")) if (tmp_path / "t").exists() else True
     assert os.environ.get("NCOMPASS_PROFILE") is None
+
+
+def test_gpu_monitor_samples_become_counter_tracks(tmp_path: Path) -> None:
+    from ncompass.capture.gpu_timeline import GpuMonitorOptions
+
+    script = _script(tmp_path, "import time\nsum(i * i for i in range(300_000))\ntime.sleep(0.2)\n")
+    result = run(
+        RunOptions(
+            script=str(script),
+            output_dir=tmp_path / "traces",
+            trace_name="monitored",
+            gpu_monitor=GpuMonitorOptions(device=0, interval_s=0.02, backend="cpu"),
+        )
+    )
+    assert result.gpu is not None and result.gpu.summaries
+    assert result.gpu.counter_events > 5
+    events = json.loads((tmp_path / "traces" / "monitored.json").read_text())["traceEvents"]
+    counters = [e for e in events if e.get("ph") == "C"]
+    assert len(counters) >= result.gpu.counter_events - 1  # (plus maybe a process name)
+    spans = [e for e in events if e.get("ph") == "X" and "dur" in e]
+    first, last = min(e["ts"] for e in spans), max(e["ts"] + e["dur"] for e in spans)
+    inside = [c for c in counters if first - 50_000 <= c["ts"] <= last + 50_000]
+    assert len(inside) >= len(counters) // 2  # on the profiler's clock, not somewhere else
+    sidecar = json.loads((tmp_path / "traces" / "monitored.ncompass.json").read_text())
+    assert sidecar["gpu"]["counter_events"] == result.gpu.counter_events

@@ -11,6 +11,7 @@ from ncompass.errors import NcompassError
 
 def test_exported_members() -> None:
     assert ncompass.gpu.__all__ == [
+        "DeviceSpec",
         "GpuBackendError",
         "GpuMonitor",
         "GpuSample",

@@ -1,0 +1,219 @@
+"""Import hook speed, side by side with plain Python imports in one run.
+
+Measures, as medians of interleaved repetitions (this machine is noisy: read the ratios):
+
+1. importing 250 non-target modules with the hook installed vs without (goal: <= 3 % slower);
+2. a cached rewritten import vs a plain cached import of the same module (goal: <= 1.3x);
+3. the first rewrite of a 3,500-line module, the stdlib's ``typing.py`` (goal: <= 0.6 s).
+
+Run: ``python benchmarks/bench_import.py [--repeats N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import typing
+from pathlib import Path
+
+MODULES = 250
+SMALL_MODULE = textwrap.dedent(
+    """
+    import os
+
+    CONSTANT = {index}
+
+    class Thing{index}:
+        def __init__(self, value):
+            self.value = value
+
+        def double(self):
+            return self.value * 2
+
+    def helper_{index}(x):
+        return os.path.join(str(x), "y")
+    """
+)
+
+# Imports every generated module in a fresh interpreter and prints the seconds it took.
+IMPORT_ALL = textwrap.dedent(
+    """
+    import importlib, sys, time
+    sys.path.insert(0, {root!r})
+    # Both sides load ncompass and build the spec; only the finder's presence differs.
+    from ncompass import enable_rewrites, RewriteConfig
+    spec = RewriteConfig.from_dict({{"version": 1, "targets": [
+        {{"module": "some_other_target", "functions": [{{"qualname": "f"}}]}}]}})
+    if {hook}:
+        enable_rewrites(spec)
+    names = [f"bench_pkg.mod_{{i}}" for i in range({count})]
+    start = time.perf_counter()
+    for name in names:
+        importlib.import_module(name)
+    print(time.perf_counter() - start)
+    """
+)
+
+
+def _make_package(root: Path) -> None:
+    package = root / "bench_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for index in range(MODULES):
+        (package / f"mod_{index}.py").write_text(SMALL_MODULE.format(index=index))
+
+
+def _import_all(root: Path, hook: bool) -> float:
+    code = IMPORT_ALL.format(root=str(root), hook=hook, count=MODULES)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    output = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
+    ).stdout
+    return float(output.strip().splitlines()[-1])
+
+
+def bench_non_targets(root: Path, repeats: int) -> dict[str, float]:
+    """Goal 1: the hook's cost on modules it does not target."""
+    _import_all(root, hook=False)  # write CPython's own pycs first
+    plain, hooked = [], []
+    for _ in range(repeats):
+        plain.append(_import_all(root, hook=False))
+        hooked.append(_import_all(root, hook=True))
+    return {"plain_s": statistics.median(plain), "hooked_s": statistics.median(hooked)}
+
+
+def bench_cached_rewrite(root: Path, repeats: int, qualname: str) -> dict[str, float]:
+    """Goal 2: a cached rewritten import against a plain cached import of the same source."""
+    from ncompass import RewriteConfig, disable_rewrites, enable_rewrites
+
+    source = Path(typing.__file__).read_text()
+    (root / "plain_copy.py").write_text(source)
+    (root / "marked_copy.py").write_text(source)
+    sys.path.insert(0, str(root))
+    spec = RewriteConfig.from_dict(
+        {
+            "version": 1,
+            "context": "torch",
+            "targets": [{"module": "marked_copy", "functions": [{"qualname": qualname}]}],
+        }
+    )
+    enable_rewrites(spec)
+    markers = 0
+    try:
+        for name in ("plain_copy", "marked_copy"):  # fill both caches
+            importlib.import_module(name)
+            del sys.modules[name]
+        plain, marked = [], []
+        for _ in range(repeats):
+            for name, bucket in (("plain_copy", plain), ("marked_copy", marked)):
+                start = time.perf_counter()
+                importlib.import_module(name)
+                bucket.append(time.perf_counter() - start)
+                module = sys.modules.pop(name)
+                if name == "marked_copy":
+                    markers = sum(1 for key in vars(module) if key.startswith("_ncompass_enter_"))
+    finally:
+        disable_rewrites()
+        sys.path.remove(str(root))
+    return {
+        "plain_ms": 1000 * statistics.median(plain),
+        "rewritten_ms": 1000 * statistics.median(marked),
+        "markers": float(markers),
+    }
+
+
+def bench_first_rewrite(repeats: int) -> dict[str, float]:
+    """Goal 3: parse + plan + transform + codegen + compile of typing.py, no cache."""
+    from ncompass.importer.loader import rewrite_source
+    from ncompass.importer.targets import TargetTable
+    from ncompass.spec.models import RewriteConfig
+
+    path = typing.__file__
+    data = Path(path).read_bytes()
+    config = RewriteConfig.from_dict(
+        {"version": 1, "targets": [{"module": "typing", "functions": [{"qualname": "**"}]}]}
+    )
+    entry = TargetTable(config).for_module("typing")
+    assert entry is not None
+    times = []
+    sites = 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = rewrite_source("typing", path, data, entry, config)
+        result.compile()
+        times.append(time.perf_counter() - start)
+        sites = len(result.sites)
+    plain = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        compile(data, path, "exec")
+        plain.append(time.perf_counter() - start)
+    return {
+        "rewrite_s": statistics.median(times),
+        "plain_compile_s": statistics.median(plain),
+        "lines": float(data.count(b"\n")),
+        "markers": float(sites),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+    # Both sides are measured with bytecode caching on (PYTHONDONTWRITEBYTECODE would turn
+    # CPython's pycs and ncompass's cache off alike).
+    sys.dont_write_bytecode = False
+    root = Path(tempfile.mkdtemp(prefix="ncompass-bench-import-"))
+    try:
+        _make_package(root)
+        non_targets = bench_non_targets(root, args.repeats)
+        cached = bench_cached_rewrite(root, args.repeats * 4, "_GenericAlias.*")
+        stress = bench_cached_rewrite(root, args.repeats * 4, "**")
+        first = bench_first_rewrite(max(3, args.repeats // 3))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    ratios = {
+        "non_target_import_ratio": non_targets["hooked_s"] / non_targets["plain_s"],
+        "cached_rewrite_ratio": cached["rewritten_ms"] / cached["plain_ms"],
+        "cached_stress_ratio": stress["rewritten_ms"] / stress["plain_ms"],
+        "first_rewrite_s": first["rewrite_s"],
+    }
+    if args.json:
+        results = {"non_targets": non_targets, "cached": cached, "stress": stress, "first": first}
+        print(json.dumps({**results, **ratios}))
+        return
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; medians")
+    print(
+        f"1. {MODULES} non-target imports: plain {non_targets['plain_s'] * 1000:.1f} ms, "
+        f"hook installed {non_targets['hooked_s'] * 1000:.1f} ms -> "
+        f"{ratios['non_target_import_ratio']:.3f}x (goal <= 1.03x)"
+    )
+    print(
+        f"2. cached import of typing.py copy, {int(cached['markers'])} markers: plain "
+        f"{cached['plain_ms']:.2f} ms, rewritten {cached['rewritten_ms']:.2f} ms -> "
+        f"{ratios['cached_rewrite_ratio']:.3f}x (goal <= 1.3x)"
+    )
+    print(
+        f"   stress, a marker on every one of its {int(stress['markers'])} functions: plain "
+        f"{stress['plain_ms']:.2f} ms, rewritten {stress['rewritten_ms']:.2f} ms -> "
+        f"{ratios['cached_stress_ratio']:.3f}x"
+    )
+    print(
+        f"3. first rewrite of typing.py ({int(first['lines'])} lines, {int(first['markers'])} "
+        f"markers): {first['rewrite_s']:.3f} s (goal <= 0.6 s); plain compile "
+        f"{first['plain_compile_s']:.3f} s -> {first['rewrite_s'] / first['plain_compile_s']:.1f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
