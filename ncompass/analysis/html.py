@@ -112,7 +112,7 @@ def _marker_chart(markers: list[dict[str, Any]]) -> str:
     rows = []
     for position, marker in enumerate(markers):
         y = position * row
-        name = marker["name"] if len(marker["name"]) <= 48 else marker["name"][:47] + "…"
+        name = _shorten(marker["name"], 48)
         rows.append(
             f'<text x="{label_width - 8}" y="{y + 18}" text-anchor="end">'
             f"<title>{escape(marker['name'])}</title>{escape(name)}</text>"
@@ -160,7 +160,8 @@ def _kernel_table(kernels: list[dict[str, Any]]) -> str:
     if not kernels:
         return "<p>No GPU events.</p>"
     rows = "".join(
-        f"<tr><td>{escape(k['name'])}</td><td>{escape(k['class'])}</td><td>{k['calls']}</td>"
+        f'<tr><td title="{escape(k["name"])}">{escape(_shorten(k["name"], 140))}</td>'
+        f"<td>{escape(k['class'])}</td><td>{k['calls']}</td>"
         f"<td>{format_duration(k['total_us'])}</td><td>{format_duration(k['mean_us'])}</td>"
         f"<td>{k['share_of_gpu_time']:.1%}</td></tr>"
         for k in kernels
@@ -179,3 +180,7 @@ def _number(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 1 else f"{value:.1f}"
     return str(value)
+
+
+def _shorten(name: str, width: int) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"

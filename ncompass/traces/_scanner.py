@@ -107,9 +107,9 @@ class EventScanner:
 
     def _find_events_start(self, final: bool) -> None:
         buffer = self._buffer
-        start = _WHITESPACE.match(buffer, 0).end()  # type: ignore[union-attr]
+        start = _skip_whitespace(buffer, 0)
         if buffer.startswith(_UTF8_BOM, start):
-            start = _WHITESPACE.match(buffer, start + len(_UTF8_BOM)).end()  # type: ignore[union-attr]
+            start = _skip_whitespace(buffer, start + len(_UTF8_BOM))
         if start >= len(buffer):
             return
         first = buffer[start : start + 1]
@@ -149,7 +149,7 @@ class EventScanner:
     def _cut_events(self, events: list[Event]) -> None:
         buffer = self._buffer
         while True:
-            position = _WHITESPACE.match(buffer, self._position).end()  # type: ignore[union-attr]
+            position = _skip_whitespace(buffer, self._position)
             self._position = position
             if position >= len(buffer):
                 return
@@ -284,3 +284,9 @@ class EventScanner:
         if not isinstance(decoded, dict) or "traceEvents" in decoded:
             raise ScanError(0, "it has a traceEvents key that is not an array of events")
         raise ScanError(0, "it has no traceEvents array: it is not a Chrome/Kineto trace")
+
+
+def _skip_whitespace(buffer: bytes, position: int) -> int:
+    """Index of the first non-whitespace byte at or after ``position``."""
+    match = _WHITESPACE.match(buffer, position)
+    return match.end() if match else position

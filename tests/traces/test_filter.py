@@ -117,3 +117,10 @@ def test_shared_traces_keep_exactly_markers_and_kernels_launched_inside(
     assert {k: v for k, v in kept.items() if k != "traceEvents"} == {
         k: v for k, v in document.items() if k != "traceEvents"
     }
+
+
+def test_empty_trace_filters_to_an_empty_valid_trace(tmp_path: Path) -> None:
+    source = tmp_path / "empty.json"
+    source.write_text('{"traceEvents": []}')
+    out = filter_trace(source, tmp_path / "out.json", include_direct_children=True)
+    assert json.loads(out.read_text()) == {"traceEvents": []}

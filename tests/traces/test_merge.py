@@ -66,3 +66,15 @@ def test_shared_two_rank_job_merges_into_one_valid_trace(tmp_path: Path) -> None
     non_metadata = sum(1 for events in originals for e in events if e.get("ph") != "M")
     assert sum(1 for e in merged["traceEvents"] if e["ph"] != "M") == non_metadata
     assert {e["pid"] for e in merged["traceEvents"]} == {0, 1}
+
+
+def test_empty_traces_merge_into_an_empty_valid_trace(tmp_path: Path) -> None:
+    source = tmp_path / "empty.json"
+    source.write_text('{"traceEvents": []}')
+    document = json.loads(merge_traces([source], tmp_path / "m.json").read_text())
+    assert [e["name"] for e in document["traceEvents"]] == ["process_name", "process_sort_index"]
+
+
+def test_no_input_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="at least one trace"):
+        merge_traces([], tmp_path / "m.json")
