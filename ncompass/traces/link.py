@@ -194,6 +194,7 @@ class _Collector:
     def __init__(self, trace: LinkedTrace) -> None:
         self.trace = trace
         self._name_index: dict[str, int] = {}
+        self._class_of_name: dict[int, int] = {}  # name index -> kernel class code
         self._thread_index: dict[tuple[Any, Any], int] = {}
         self._open_ranges: dict[tuple[Any, Any], list[Event]] = defaultdict(list)
         self._counts: dict[str, int] = defaultdict(int)
@@ -202,11 +203,16 @@ class _Collector:
 
     def add(self, events: Iterable[Event]) -> None:
         counts = self._counts
+        complete = self._complete
         for event in events:
             phase = event.get("ph")
             counts[phase if isinstance(phase, str) else "?"] += 1
             if phase == "X":
-                self._complete(event, microseconds(event.get("dur")))
+                length: Any = event.get("dur")
+                # The common case inline: this loop runs once per event of the file.
+                if type(length) is not float and type(length) is not int:
+                    length = microseconds(length)
+                complete(event, length)
             elif phase == "B":
                 self._open_ranges[(event.get("pid"), event.get("tid"))].append(event)
             elif phase == "E":
@@ -236,7 +242,11 @@ class _Collector:
 
     def _complete(self, event: Event, duration: float) -> None:
         trace = self.trace
-        start = self._relative(event.get("ts"))
+        timestamp = event.get("ts")
+        if (type(timestamp) is float or type(timestamp) is int) and self._origin is not None:
+            start = timestamp - self._origin
+        else:
+            start = self._relative(timestamp)
         end = start + duration
         if end > self._last_timestamp:
             self._last_timestamp = end
@@ -289,7 +299,12 @@ class _Collector:
         correlation = args.get("correlation")
         size = args.get("bytes")
         gpu.name.append(name_id)
-        gpu.kernel_class.append(_KERNEL_CLASS_CODES[classify_gpu_event(name)])
+        kernel_class = self._class_of_name.get(name_id)
+        if kernel_class is None:
+            kernel_class = self._class_of_name[name_id] = _KERNEL_CLASS_CODES[
+                classify_gpu_event(name)
+            ]
+        gpu.kernel_class.append(kernel_class)
         gpu.stream.append(self._thread(event))
         gpu.start.append(start)
         gpu.duration.append(duration)
