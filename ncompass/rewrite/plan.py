@@ -21,6 +21,7 @@ from ncompass.rewrite.locate import (
     match_functions,
 )
 from ncompass.rewrite.ranges import StatementRun, relocate, resolve_lines
+from ncompass.rewrite.replace import DefinitionSwap, ReferenceSwap, plan_replacement
 from ncompass.rewrite.source import SourceModule
 from ncompass.rewrite.statements import Block, Scope, StatementIndex
 from ncompass.spec.models import (
@@ -104,28 +105,6 @@ class Wrap:
     last: int
     site: MarkerSite
     order: int
-
-
-@dataclass(frozen=True)
-class DefinitionSwap:
-    """Rebind a class, function or method right after its definition."""
-
-    block: Block
-    index: int
-    name: str
-    module: str
-    attribute: str
-
-
-@dataclass(frozen=True)
-class ReferenceSwap:
-    """Replace every read of a dotted name (``F.conv2d``) in the module by another object."""
-
-    name: str
-    module: str
-    attribute: str
-    statements: tuple[Any, ...]
-    helper: str
 
 
 @dataclass(eq=False)
@@ -287,61 +266,14 @@ class _Planner:
         return StatementRun(run.block, keep, run.last)
 
     def _add_replacement(self, replacement: Replacement) -> None:
-        module, _, attribute = replacement.with_.partition(":")
-        name = replacement.name
-        definition = self._find_definition(name)
-        if definition is None and "." not in name:
-            definition = self._find_global_binding(name)
-        if definition is not None:
-            block, position = definition
-            self.plan.definition_swaps.append(
-                DefinitionSwap(block, position, name, module, attribute)
+        try:
+            definitions, references = plan_replacement(
+                self.index, replacement, first_helper=len(self.plan.reference_swaps) + 1
             )
-            return
-        reads = _dotted_reads(self.source.tree)
-        if name not in reads:
-            from ncompass.rewrite.locate import closest
-
-            close = closest(name, self.index.qualnames() + sorted(reads))
-            hint = f"; closest: {', '.join(close)}" if close else ""
-            raise self._fail(
-                f"{name!r} is neither defined nor used in {self.source.label}{hint}", replacement
-            )
-        if "." not in name:
-            # a builtin (or a global bound dynamically): shadow it for the whole module
-            assert self.index.module.body is not None
-            self.plan.definition_swaps.append(
-                DefinitionSwap(self.index.module.body, -1, name, module, attribute)
-            )
-            return
-        helper = f"_ncompass_swap_{len(self.plan.reference_swaps) + 1}"
-        statements = _reading_statements(self.index, name)
-        self.plan.reference_swaps.append(
-            ReferenceSwap(name, module, attribute, tuple(statements), helper)
-        )
-
-    def _find_definition(self, name: str) -> tuple[Block, int] | None:
-        """A module-level class/function or a method named ``name``."""
-        scope = self.index.scopes.get(name)
-        if scope is None or scope.statement is None:
-            return None
-        if scope.parent is None or scope.parent.kind == "function":
-            return None  # only module-level definitions and methods can be rebound
-        block = scope.statement.block
-        return block, block.statements.index(scope.statement)
-
-    def _find_global_binding(self, name: str) -> tuple[Block, int] | None:
-        """The last module-level import that binds bare ``name``."""
-        body = self.index.module.body
-        assert body is not None
-        found: tuple[Block, int] | None = None
-        for position, statement in enumerate(body.statements):
-            for node in statement.ast_nodes:
-                if isinstance(node, ast.Import | ast.ImportFrom) and any(
-                    (alias.asname or alias.name.split(".")[0]) == name for alias in node.names
-                ):
-                    found = (body, position)
-        return found
+        except LookupFailure as failure:
+            raise self._fail(str(failure), replacement) from None
+        self.plan.definition_swaps.extend(definitions)
+        self.plan.reference_swaps.extend(references)
 
     # -- sites and wraps -----------------------------------------------------------------------
 
@@ -426,70 +358,6 @@ def _partially_overlap(one: Wrap, other: Wrap) -> bool:
 
 def _is_future_import(node: ast.stmt) -> bool:
     return isinstance(node, ast.ImportFrom) and node.module == "__future__"
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-def _dotted_reads(tree: ast.AST) -> set[str]:
-    """Every dotted name read in ``tree`` (``F.conv2d``, ``nn.Conv2d``, ``torch``)."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute | ast.Name) and isinstance(node.ctx, ast.Load):
-            text = _dotted(node)
-            if text is not None:
-                names.add(text)
-    return names
-
-
-def _reading_statements(index: StatementIndex, name: str) -> list[Any]:
-    """The innermost statements (libcst nodes) that read dotted ``name``."""
-    found: list[Any] = []
-    assert index.module.body is not None
-    for statement in index.statements(index.module.body):
-        if statement.is_compound and not _header_reads(statement.first_ast, name):
-            continue
-        if not statement.is_compound and name not in _dotted_reads_of(statement.ast_nodes):
-            continue
-        found.append(statement.node)
-    return found
-
-
-def _dotted_reads_of(nodes: Sequence[ast.AST]) -> set[str]:
-    names: set[str] = set()
-    for node in nodes:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            continue
-        names |= _dotted_reads(node)
-    return names
-
-
-def _header_reads(node: ast.stmt, name: str) -> bool:
-    """Whether a compound statement's own header (not its body) reads ``name``."""
-    header: list[ast.AST] = []
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        header = [*node.decorator_list, node.args]
-        if node.returns is not None:
-            header.append(node.returns)
-    elif isinstance(node, ast.ClassDef):
-        header = [*node.decorator_list, *node.bases, *node.keywords]
-    elif isinstance(node, ast.If | ast.While):
-        header = [node.test]
-    elif isinstance(node, ast.For | ast.AsyncFor):
-        header = [node.iter]
-    elif isinstance(node, ast.With | ast.AsyncWith):
-        header = [item.context_expr for item in node.items]
-    elif isinstance(node, ast.Match):
-        header = [node.subject]
-    return name in _dotted_reads_of(header)
 
 
 __all__ = [

@@ -23,13 +23,8 @@ from collections.abc import Sequence
 
 import libcst
 
-from ncompass.rewrite.plan import (
-    DefinitionSwap,
-    MarkerSite,
-    RewritePlan,
-    Wrap,
-    template_fstring,
-)
+from ncompass.rewrite.plan import MarkerSite, RewritePlan, Wrap, template_fstring
+from ncompass.rewrite.replace import DefinitionSwap
 
 RUNTIME_ALIAS = "__ncompass_runtime__"
 RUNTIME_MODULE = "ncompass.runtime.sites"
@@ -117,7 +112,9 @@ class _Transformer(libcst.CSTTransformer):
             if swap.index >= 0:
                 by_index = self.swaps_after.setdefault(id(swap.block.owner), {})
                 by_index.setdefault(swap.index, []).append(swap)
-        self.references = {swap.name: swap.helper for swap in plan.reference_swaps}
+        self.references = {
+            written: swap.helper for swap in plan.reference_swaps for written in swap.written
+        }
         self.needed: set[int] = set()
         for wrap in plan.wraps:
             self._need(wrap.block.owner)
