@@ -9,7 +9,7 @@ from ncompass.analysis.providers.base import MarkerRequest
 
 
 class BuiltinProvider:
-    """Summaries from :func:`ncompass.analysis.summarize_trace`; markers from the session planner."""
+    """Summaries by :func:`ncompass.analysis.summarize_trace`; markers by the session planner."""
 
     name = "builtin"
 
