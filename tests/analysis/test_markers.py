@@ -1,13 +1,19 @@
 from __future__ import annotations
 
+import gzip
 import json
+import re
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from ncompass.analysis.markers import is_synchronization, marker_stats
 from ncompass.traces.link import link_trace
-from tests.traces.builders import TraceBuilder
+from tests.traces.builders import TraceBuilder, shared_traces
+
+GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
+GPU_SIDE = GPU | {"gpu_user_annotation", "cuda_sync"}
 
 
 @pytest.fixture
@@ -83,3 +89,36 @@ def test_real_torch_trace_markers(torch_trace: Path) -> None:
     assert forward.cpu_total_us == pytest.approx(sum(f["dur"] for f in forwards))
     assert forward.cpu_self_us == pytest.approx(expected_self)
     assert forward.gpu_total_us == 0.0
+
+
+@pytest.mark.parametrize("path", shared_traces(), ids=lambda path: path.parent.name)
+def test_shared_traces_marker_totals_match_a_brute_force_count(path: Path) -> None:
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    complete = [e for e in events if e.get("ph") == "X"]
+    markers = [e for e in complete if str(e.get("cat")).lower() == "user_annotation"]
+    launches = {
+        e["args"]["correlation"]: e
+        for e in complete
+        if str(e.get("cat")).lower() not in GPU_SIDE and "correlation" in e.get("args", {})
+    }
+    kernels = [e for e in complete if str(e.get("cat")).lower() in GPU]
+    expected: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for marker in markers:
+        name = re.sub(r"^ProfilerStep#\d+$", "ProfilerStep#*", marker["name"])
+        entry = expected[name]
+        entry[0] += 1
+        entry[1] += marker["dur"]
+        for kernel in kernels:
+            launch = launches.get(kernel["args"].get("correlation"))
+            if (
+                launch is not None
+                and (launch["pid"], launch["tid"]) == (marker["pid"], marker["tid"])
+                and marker["ts"] <= launch["ts"] <= marker["ts"] + marker["dur"]
+            ):
+                entry[2] += kernel["dur"]
+    actual = marker_stats(path)
+    assert set(actual) == set(expected)
+    for name, (calls, cpu_total, gpu_total) in expected.items():
+        assert actual[name].calls == calls
+        assert actual[name].cpu_total_us == pytest.approx(cpu_total, rel=1e-12)
+        assert actual[name].gpu_total_us == pytest.approx(gpu_total, rel=1e-9, abs=1e-6)

@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+import gzip
+import json
+from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from ncompass.analysis.markers import marker_stats
 from ncompass.analysis.operations import build_operations, kernel_stats
 from ncompass.traces.link import link_trace
-from tests.traces.builders import TraceBuilder
+from tests.traces.builders import TraceBuilder, shared_traces
 
 
 def test_operations_list_markers_kernels_and_cpu_ops_with_shares(tmp_path: Path) -> None:
@@ -40,3 +45,26 @@ def test_operations_list_markers_kernels_and_cpu_ops_with_shares(tmp_path: Path)
         "max_us": 100.0,
         "share_of_cpu_time": 1.0,
     }
+
+
+@pytest.mark.parametrize("path", shared_traces(), ids=lambda path: path.parent.name)
+def test_shared_traces_kernel_and_operator_totals(path: Path) -> None:
+    events = [
+        e
+        for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+        if e.get("ph") == "X"
+    ]
+    kernel_totals: Counter[str] = Counter()
+    operator_calls: Counter[str] = Counter()
+    for event in events:
+        category = str(event.get("cat")).lower()
+        if category in {"kernel", "gpu_memcpy", "gpu_memset"}:
+            kernel_totals[event["name"]] += event["dur"]
+        elif category == "cpu_op":
+            operator_calls[event["name"]] += 1
+    trace = link_trace(path)
+    kernels = kernel_stats(trace)
+    assert {name: pytest.approx(total) for name, total in kernel_totals.items()} == {
+        name: entry.total_us for name, entry in kernels.items()
+    }
+    assert {name: totals.calls for name, totals in trace.cpu_operators.items()} == operator_calls
