@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.analysis.breakdown import rank_breakdown
-from ncompass.analysis.markdown import render_markdown
+from ncompass.analysis.markdown_report import render_markdown
 from ncompass.analysis.markers import marker_stats
 from ncompass.analysis.operations import build_operations, kernel_stats
 from ncompass.analysis.rules import RuleInput, find_bottlenecks

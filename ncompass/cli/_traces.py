@@ -34,7 +34,7 @@ def summarize_command(trace: Path, as_json: bool, top: int, html_path: Path | No
 
     summary = summarize_trace(trace, top=top)
     if html_path is not None:
-        from ncompass.analysis.html import render_html
+        from ncompass.analysis.html_page import render_html
 
         _write_text(html_path, render_html(summary, top=top))
         click.echo(f"wrote {html_path}", err=True)
@@ -60,7 +60,7 @@ def breakdown_command(traces: tuple[Path, ...], as_json: bool, exclude_last_step
     if as_json:
         click.echo(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())
         return
-    from ncompass.analysis.markdown import format_duration
+    from ncompass.analysis.markdown_report import format_duration
 
     header = f"{'rank':>5} {'span':>11} {'compute':>18} {'non-compute':>18} {'idle':>18} "
     click.echo(header + f"{'host-bound idle':>18} {'GPU events':>10}")

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from ncompass.analysis import summarize_trace
-from ncompass.analysis.html import render_html
+from ncompass.analysis.html_page import render_html
 from tests.traces.builders import TraceBuilder, shared_trace
 
 

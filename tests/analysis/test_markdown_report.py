@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ncompass.analysis import summarize_trace
-from ncompass.analysis.markdown import format_duration
+from ncompass.analysis.markdown_report import format_duration
 from tests.traces.builders import TraceBuilder
 
 

@@ -6,7 +6,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ncompass.analysis.markdown import format_duration
+from ncompass.analysis.markdown_report import format_duration
 
 _COLOURS = {
     "computation": "#2f7ed8",
