@@ -22,8 +22,10 @@ from ncompass.traces.events import Event
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 _OBJECT_START = re.compile(rb"\s*:\s*\[")
 _WHITESPACE = re.compile(rb"[ \t\r\n]*")
-# A string (possibly unterminated at the end of the buffer) or one structural character.
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\Z)|[{}\[\]]', re.DOTALL)
+# A string (possibly cut off by the end of the buffer, even right after a backslash) or one
+# structural character. Every '"' must start a match, or finditer would skip it and read the
+# string's contents as structure.
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|[{}\[\]]', re.DOTALL)
 _TRACE_EVENTS_KEY = b'"traceEvents"'
 _UTF8_BOM = b"\xef\xbb\xbf"
 
