@@ -27,6 +27,22 @@ DOMINANT_MARKER_SHARE = 0.5
 DOMINANT_KERNEL_SHARE = 0.4
 EXPOSED_COMMUNICATION_FRACTION = 0.1
 _PROFILER_STEPS = "ProfilerStep#*"
+_DOMINANT_KERNEL_ADVICE = {
+    "computation": (
+        "Optimise '{name}' first: check its shapes and dtypes (tensor cores need "
+        "fp16/bf16/tf32 and aligned sizes), or swap in a tuned implementation (a spec `replace` "
+        "with an autotuned Triton kernel)."
+    ),
+    "memory": (
+        "Most GPU time goes to '{name}': keep tensors on the GPU between steps, avoid repeated "
+        ".to(device)/.cpu() round trips, and pin host memory and copy with non_blocking=True so "
+        "copies overlap computation."
+    ),
+    "communication": (
+        "Most GPU time is the collective '{name}': communicate less (gradient bucketing, "
+        "compression or lower-precision communication hooks) and overlap it with computation."
+    ),
+}
 _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
@@ -336,11 +352,7 @@ def dominant_kernel(facts: RuleInput) -> list[Bottleneck]:
                 "mean_us": top.mean_us,
                 "class": top.kernel_class,
             },
-            recommendation=(
-                "Optimise this kernel first: check its shapes and dtypes (tensor cores need "
-                "fp16/bf16/tf32 and aligned sizes), or swap in a tuned implementation "
-                "(a spec `replace` with an autotuned Triton kernel)."
-            ),
+            recommendation=_DOMINANT_KERNEL_ADVICE[top.kernel_class].format(name=_short(top.name)),
         )
     ]
 

@@ -113,3 +113,12 @@ def test_bottleneck_dict_shape(launch_bound: Path) -> None:
         "evidence",
         "recommendation",
     }
+
+
+def test_dominant_kernel_advice_fits_its_class(tmp_path: Path, launch_bound: Path) -> None:
+    assert "tensor cores" in findings(launch_bound)["dominant-kernel"].recommendation
+    builder = TraceBuilder().marker("load", 0, 100)
+    builder.launch("Memcpy HtoD (Pinned -> Device)", 1, 1, 10, 80, category="gpu_memcpy")
+    builder.launch("gemm", 2, 1, 90, 10)
+    advice = findings(builder.write(tmp_path / "copies.json"))["dominant-kernel"].recommendation
+    assert "non_blocking" in advice and "tensor cores" not in advice
