@@ -160,3 +160,18 @@ def test_shared_traces_link_like_a_brute_force_search(path: Path) -> None:
     assert set(actual) == set(expected)
     for name, value in expected.items():
         assert actual[name] == pytest.approx(value, rel=1e-9)
+
+
+def test_instants_counters_and_flow_steps_are_counted_not_analysed(tmp_path: Path) -> None:
+    builder = TraceBuilder().marker("m", 0, 10)
+    builder.add(ph="i", name="mark", pid=CPU_PID, tid=1, ts=1, s="t")
+    builder.add(ph="I", name="old-style instant", pid=CPU_PID, tid=1, ts=2)
+    builder.add(ph="C", name="memory", pid=CPU_PID, ts=3, args={"bytes": 10})
+    builder.add(ph="t", id=4, pid=CPU_PID, tid=1, ts=4, cat="ac2g", name="ac2g")
+    builder.add(ph="X", cat="cpu_op", name="int-times", pid=CPU_PID, tid=1, ts=5, dur=2)
+    builder.add(ph="X", cat="cpu_op", name="quoted", pid=CPU_PID, tid=1, ts="6.5", dur="1.5")
+    trace = link_trace(builder.write(tmp_path / "t.json"))
+    assert trace.event_counts == {"X": 3, "i": 1, "I": 1, "C": 1, "t": 1}
+    assert [m.name for m in trace.markers] == ["m"]
+    assert trace.cpu_operators["quoted"].total_us == 1.5
+    assert trace.cpu_end - trace.cpu_start == 10.0
