@@ -51,6 +51,9 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=54.0, help="anchor trace size (JSON)")
     parser.add_argument("--huge", action="store_true", help="also process a 1 GB trace")
     parser.add_argument("--no-scaling", action="store_true", help="skip the linearity check")
+    parser.add_argument(
+        "--no-shared", action="store_true", help="skip the comparison on the shared traces"
+    )
     arguments = parser.parse_args()
 
     hta_python = ensure_hta()
@@ -63,6 +66,8 @@ def main() -> None:
         results["ncompass"].append(run_child(ncompass_command(anchor), dict(os.environ)))
     report_side_by_side(results)
     report_accuracy(results["HTA"][0], results["ncompass"][0])
+    if not arguments.no_shared:
+        report_shared_traces(hta_python)
     if not arguments.no_scaling:
         report_scaling(arguments.size_mb, arguments.runs)
     if arguments.huge:
@@ -128,17 +133,26 @@ def ncompass_command(trace: Path) -> list[str]:
 def run_child(command: list[str], environment: dict[str, str]) -> dict[str, Any]:
     """Run one measurement in a fresh process; add its wall time and peak RSS (MB)."""
     started = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, env=environment, text=True)
-    assert child.stdout is not None
-    output = child.stdout.read()
-    child.wait()
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, text=True
+    )
+    output, errors = child.communicate()
     wall = time.perf_counter() - started
     if child.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed with exit code {child.returncode}")
+        raise ChildFailed(command, child.returncode, errors)
     result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     peak_kb = max(result["self_peak_kb"], result["children_peak_kb"])
     result.update(wall_seconds=wall, peak_mb=peak_kb / 1024)
     return result
+
+
+class ChildFailed(Exception):
+    """A measured child process exited with an error."""
+
+    def __init__(self, command: list[str], code: int, errors: str) -> None:
+        lines = errors.strip().splitlines()
+        self.last_line = lines[-1] if lines else f"exit code {code}"
+        super().__init__(f"{' '.join(command)} failed with exit code {code}: {self.last_line}")
 
 
 def median(runs: list[dict[str, Any]], key: str) -> float:
@@ -177,6 +191,30 @@ def report_accuracy(hta: dict[str, Any], ours: dict[str, Any]) -> None:
         f"largest difference {worst:.4%} [goal <= {GOAL_ACCURACY:.1%}: "
         f"{verdict(worst <= GOAL_ACCURACY)}]\n"
     )
+
+
+def report_shared_traces(hta_python: Path) -> None:
+    """The same comparison on every shared real trace (each is small: one run each)."""
+    print("the shared real traces, HTA against ncompass (largest difference of the four):")
+    for trace in sorted(SOURCE.parent.rglob("*.json.gz")):
+        ours = run_child(ncompass_command(trace), dict(os.environ))
+        try:
+            theirs = run_child(hta_command(hta_python, trace), hta_environment())
+        except ChildFailed as failure:
+            print(
+                f"  {trace.name[:30]:<30} HTA fails ({failure.last_line}); ncompass: "
+                f"{ours['gpu_events']} GPU events"
+            )
+            continue
+        worst = max(
+            abs(ours[key] - theirs[key]) / theirs[key] if theirs[key] else abs(ours[key])
+            for key in COMPARED
+        )
+        seconds = f"{theirs['seconds']:.2f} s vs {ours['seconds']:.2f} s"
+        print(
+            f"  {trace.name[:30]:<30} {worst:>9.4%}  ({ours['gpu_events']} GPU events; {seconds})"
+        )
+    print()
 
 
 def report_scaling(size_mb: float, runs: int) -> None:
