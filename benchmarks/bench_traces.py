@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DATA = HERE / ".data"
 HTA_VENV = HERE / ".venv-hta"
-SOURCE = REPO.parent / "shared" / "traces" / "hta" / "ns_resolution_trace"
+SOURCE = REPO / "tests" / "data" / "traces" / "hta" / "ns_resolution_trace"
 COMPARED = ("kernel_span_us", "idle_us", "compute_us", "non_compute_us")
 GOAL_SPEEDUP = 5.0
 GOAL_MEMORY_RATIO = 1 / 3
@@ -90,7 +90,7 @@ def trace_of_size(size_mb: float, level: int = 6) -> Path:
     if not path.exists():
         sources = sorted(SOURCE.glob("*.json.gz"))
         if not sources:
-            sys.exit(f"the shared trace folder {SOURCE} is missing: clone with ../shared beside")
+            sys.exit(f"the real trace folder {SOURCE} is missing")
         DATA.mkdir(parents=True, exist_ok=True)
         print(f"building {path.name} from {sources[0].name} (first run only)...")
         partial = path.with_suffix(".partial")

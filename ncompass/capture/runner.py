@@ -21,6 +21,7 @@ import orjson
 
 from ncompass.capture.backends import make_profiler
 from ncompass.capture.decorator import PROFILE_ENV
+from ncompass.capture.environment import scoped_environment
 from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline, finish, start_monitor
 from ncompass.capture.trace_files import (
     TRACE_DIR_ENV,
@@ -126,7 +127,7 @@ def run(options: RunOptions) -> RunResult:
     outcome = ScriptOutcome(1)
     monitor: GpuMonitor | None = None
     gpu: GpuTimeline | None = None
-    with _environment({PROFILE_ENV: "1", TRACE_DIR_ENV: str(folder), RUNNER_ENV: "1"}):
+    with scoped_environment({PROFILE_ENV: "1", TRACE_DIR_ENV: str(folder), RUNNER_ENV: "1"}):
         enable_rewrites(config)
         try:
             profiler.start()
@@ -155,20 +156,6 @@ def run(options: RunOptions) -> RunResult:
     if written is not None:
         sidecar = _write_sidecar(written, options, config, markers, outcome, started, duration, gpu)
     return RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu)
-
-
-@contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @contextmanager

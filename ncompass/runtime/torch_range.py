@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ncompass.runtime.base import BoundRange, MarkerSite, RangeContextWarning
+from ncompass.runtime.names import trace_safe_name
 from ncompass.runtime.noop import idle_range
 
 
@@ -127,7 +128,8 @@ _exit: Callable[[Any], object] = getattr(operator, "call", _call_handle_py310)
 
 
 def _recording_handle(name: str) -> object:
-    return functools.partial(_record_exit, _record_enter(name))
+    # names are cleaned only here, when recording: torch writes them into JSON unescaped
+    return functools.partial(_record_exit, _record_enter(trace_safe_name(name)))
 
 
 def _enter_named(name: str) -> object:

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ncompass.importer.hook import disable_rewrites, enable_full_trace_mode, enable_rewrites
+    from ncompass.session.session import ProfilingSession
     from ncompass.spec.models import RewriteConfig
 
 _LAZY: dict[str, str] = {
+    "ProfilingSession": "ncompass.session.session",
     "RewriteConfig": "ncompass.spec.models",
     "disable_rewrites": "ncompass.importer.hook",
     "enable_full_trace_mode": "ncompass.importer.hook",
@@ -33,4 +35,10 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["RewriteConfig", "disable_rewrites", "enable_full_trace_mode", "enable_rewrites"]
+__all__ = [
+    "ProfilingSession",
+    "RewriteConfig",
+    "disable_rewrites",
+    "enable_full_trace_mode",
+    "enable_rewrites",
+]

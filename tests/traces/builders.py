@@ -9,14 +9,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "hta"
+# The shared real traces (HTA's public test data, MIT licence), copied into the repository so a
+# clean clone tests against them; see tests/data/traces/README.md.
+SHARED_TRACES = Path(__file__).resolve().parents[1] / "data" / "traces" / "hta"
 CPU_PID = 100
 GPU_PID = 0
 
 
 def shared_traces() -> list[Path]:
-    """Every shared real trace (empty when ../shared is not beside the repository)."""
-    return sorted(SHARED_TRACES.rglob("*.json.gz")) if SHARED_TRACES.is_dir() else []
+    """Every shared real trace (tests/data/traces/hta)."""
+    found = sorted(SHARED_TRACES.rglob("*.json.gz"))
+    if not found:
+        raise FileNotFoundError(f"the real traces are missing from {SHARED_TRACES}")
+    return found
 
 
 def shared_trace(folder: str) -> Path:

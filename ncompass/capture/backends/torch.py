@@ -95,6 +95,14 @@ class TorchProfiler:
         self.windows.append(TraceWindow(marker, title, output_path))
         return marker
 
+    def stop_and_discard(self) -> None:
+        """Stop recording without writing anything (another profiler takes over)."""
+        profile, self._profile = self._profile, None
+        with self._lock:
+            TorchProfiler._active = None
+        if profile is not None:
+            profile.__exit__(None, None, None)
+
     def stop(self) -> Path:
         """Stop recording and write the trace (and the windows' traces).
 
@@ -106,6 +114,15 @@ class TorchProfiler:
             TorchProfiler._active = None
         if profile is None:
             raise CaptureError("the torch profiler was not started")
+        import torch
+
+        if not torch._C._autograd._profiler_enabled():
+            # Another profiler started (and stopped) in between and took Kineto's one session
+            # with it; exporting now would read freed state and crash the process.
+            raise CaptureError(
+                "the profiled code ran a torch profiler of its own, which ended ncompass's; "
+                "no ncompass trace was written (use the code's own trace)"
+            )
         profile.__exit__(None, None, None)
         self.output_path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.output_path.with_name(f".{self.output_path.name}.{os.getpid()}.tmp")

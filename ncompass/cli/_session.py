@@ -1,0 +1,162 @@
+"""``ncompass session ...``: the iterative loop from the command line."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+
+from ncompass.errors import SpecError
+
+_TARGET = re.compile(r"^(?P<module>[^:]+):(?P<start>\d+)-(?P<end>\d+)$")
+
+_name_option = click.option("--name", default="default", show_default=True, help="Session name.")
+_dir_option = click.option(
+    "--output-dir",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("traces"),
+    show_default=True,
+    help="Trace folder (the session keeps its files in OUTPUT_DIR/NAME).",
+)
+
+
+def _parse_target(target: str) -> tuple[str, int, int]:
+    match = _TARGET.match(target)
+    if match is None:
+        raise click.BadParameter(
+            f"{target!r}: write MODULE:START-END (e.g. tinyformer.model:38-51) or FILE.py:START-END"
+        )
+    return match["module"], int(match["start"]), int(match["end"])
+
+
+@click.group("session")
+def session_group() -> None:
+    """Profile, find the hottest code, mark it finer, and run again."""
+
+
+@session_group.command(
+    "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option(
+    "--config", "-c", "configs", multiple=True, type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option("--iterations", "-n", type=click.IntRange(1, 50), default=3, show_default=True)
+@click.option("--feedback", default=None, help="What you want to know (with --target).")
+@click.option("--target", default=None, help="MODULE:START-END the feedback is about.")
+@click.option("--top", type=int, default=5, show_default=True, help="Markers shown per iteration.")
+@_name_option
+@_dir_option
+@click.argument("script")
+@click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+def session_run_command(
+    configs: tuple[Path, ...],
+    iterations: int,
+    feedback: str | None,
+    target: str | None,
+    top: int,
+    name: str,
+    output_dir: Path,
+    script: str,
+    arguments: tuple[str, ...],
+) -> None:
+    """Run SCRIPT N times, each time one level deeper into where the time goes.
+
+    Without --config the first run is one range around the whole script; each next run marks
+    the statements, loops and calls inside the hottest marker of the last one. Every spec
+    version and trace is kept in OUTPUT_DIR/NAME.
+    """
+    from ncompass.capture.runner import load_specs
+    from ncompass.session.report import finding, iteration_report
+    from ncompass.session.session import ProfilingSession
+
+    if (feedback is None) != (target is None) and target is None:
+        raise click.UsageError("--feedback needs --target MODULE:START-END")
+    config = load_specs(list(configs), None) if configs else None
+    if config is not None and not config.targets:
+        config = config.model_copy(update={"full_trace_mode": True})
+    session = ProfilingSession(str(output_dir), session_name=name, config=config)
+    if not Path(script).is_file():
+        raise SpecError(f"{script}: no such script")
+    if target is not None:
+        module, start, end = _parse_target(target)
+        session.submit_feedback(feedback or "", module, start, end)
+    if session.pending is not None:  # from --feedback, or `ncompass session feedback` before
+        session.apply_targeted_markers()
+    for step in range(iterations):
+        session.run_script(script, list(arguments))
+        record = session.iterations[-1]
+        click.echo(iteration_report(record, top))
+        if record.exit_code:
+            click.echo(f"  the script exited with {record.exit_code}", err=True)
+        if step + 1 < iterations:
+            session.apply_targeted_markers()
+            proposal = session.last_proposal
+            if proposal is not None:
+                for reason in proposal.reasons:
+                    click.echo(f"  next: {reason}")
+                for dropped in proposal.dropped:
+                    click.echo(f"  dropped: {dropped}")
+                if proposal.empty:
+                    click.echo("  nothing finer to mark: stopping")
+                    break
+    click.echo(finding(session.iterations[-1]))
+    click.echo(f"specs and traces: {session.store.root}")
+
+
+@session_group.command("feedback")
+@click.option("--target", required=True, help="MODULE:START-END the feedback is about.")
+@_name_option
+@_dir_option
+@click.argument("text")
+def session_feedback_command(target: str, name: str, output_dir: Path, text: str) -> None:
+    """Propose finer markers for TARGET; the next `session run --name NAME` applies them."""
+    from ncompass.session.session import ProfilingSession
+
+    module, start, end = _parse_target(target)
+    session = ProfilingSession(str(output_dir), session_name=name)
+    session.submit_feedback(text, module, start, end)
+    proposal = session.last_proposal
+    count = proposal.count() if proposal else 0
+    click.echo(f"{count} markers proposed for {target}")
+    click.echo(f"`ncompass session run --name {name} SCRIPT` applies them")
+    if proposal is not None:
+        for dropped in proposal.dropped:
+            click.echo(f"  dropped: {dropped}")
+
+
+@session_group.command("history")
+@_name_option
+@_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def session_history_command(name: str, output_dir: Path, as_json: bool) -> None:
+    """Every iteration side by side, and what got faster or slower."""
+    from ncompass.session.report import history_json, history_report
+    from ncompass.session.session import ProfilingSession
+
+    session = ProfilingSession(str(output_dir), session_name=name)
+    if as_json:
+        click.echo(json.dumps(history_json(session.iterations), indent=2))
+    else:
+        click.echo(history_report(session.iterations))
+
+
+@session_group.command("show")
+@_name_option
+@_dir_option
+@click.argument("iteration", type=int, required=False)
+def session_show_command(name: str, output_dir: Path, iteration: int | None) -> None:
+    """The summary of ITERATION (default: the last) and the spec it ran with."""
+    from ncompass.session.session import ProfilingSession
+    from ncompass.session.store import SessionError
+
+    session = ProfilingSession(str(output_dir), session_name=name)
+    records = [r for r in session.iterations if iteration is None or r.iteration == iteration]
+    if not records:
+        raise SessionError(f"no iteration {iteration} in session {name!r} ({session.store.root})")
+    record = records[-1]
+    summary = session.get_trace_summary(record.trace_path)
+    click.echo(summary["markdown"])
+    click.echo(f"\nspec: {record.spec_path}\ntrace: {record.trace_path}")

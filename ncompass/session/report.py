@@ -1,0 +1,98 @@
+"""What a session prints: each iteration's findings, and the history side by side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ncompass.runtime.names import trace_safe_name
+from ncompass.session.history import IterationRecord, MarkerTime, compare
+
+
+def _ms(microseconds: float) -> str:
+    return f"{microseconds / 1000:.2f} ms"
+
+
+def where(record: IterationRecord, marker: str) -> str:
+    """Where a marker of ``record`` is in the source: ``module:function, lines a-b``."""
+    for site in record.manifest:
+        if trace_safe_name(str(site.get("name"))) == marker:
+            lines = f"{site.get('start_line')}-{site.get('end_line')}"
+            place = site.get("file") or site.get("module")
+            return f"{site.get('module')}:{site.get('qualname')} (lines {lines} of {place})"
+    return "the whole run" if marker == "ncompass.full_trace" else "unknown source"
+
+
+def iteration_report(record: IterationRecord, top: int = 5) -> str:
+    """The hottest markers of one iteration, by time no finer marker explains yet."""
+    lines = [
+        f"iteration {record.iteration}: spec v{record.spec_version:03d}, "
+        f"{len(record.markers)} markers, trace {record.trace_path}"
+    ]
+    total = sum(time.cpu_self_us for time in record.markers.values()) or 1.0
+    for name, time in record.hottest(top):
+        share = 100 * time.cpu_self_us / total
+        lines.append(
+            f"  {share:5.1f}%  {_ms(time.cpu_self_us):>11} self  {_ms(time.cpu_total_us):>11} total"
+            f"  x{time.calls:<5} {name}"
+        )
+    hottest = record.hottest(1)
+    if hottest:
+        lines.append(f"  hottest: {hottest[0][0]} — {where(record, hottest[0][0])}")
+    if record.note:
+        lines.append(f"  note: {record.note}")
+    return "\n".join(lines)
+
+
+def history_report(records: list[IterationRecord], top: int = 3) -> str:
+    """Every iteration with its hottest markers, and what got faster or slower since the last."""
+    if not records:
+        return "no iterations yet"
+    lines: list[str] = []
+    previous: IterationRecord | None = None
+    for record in records:
+        lines.append(iteration_report(record, top))
+        if previous is not None:
+            moved = [c for c in compare(previous, record) if c.verdict != "same"][:top]
+            for change in moved:
+                lines.append(
+                    f"  {change.verdict:>6}: {change.name} {_ms(change.before_us)} -> "
+                    f"{_ms(change.after_us)} per call ({change.ratio:.2f}x)"
+                )
+        previous = record
+    return "\n".join(lines)
+
+
+def history_json(records: list[IterationRecord]) -> list[dict[str, Any]]:
+    """The history as JSON: each iteration and its changes from the one before."""
+    result: list[dict[str, Any]] = []
+    previous: IterationRecord | None = None
+    for record in records:
+        entry = record.to_dict()
+        entry.pop("manifest", None)
+        if previous is not None:
+            entry["changes"] = [
+                {
+                    "marker": change.name,
+                    "before_us": change.before_us,
+                    "after_us": change.after_us,
+                    "verdict": change.verdict,
+                }
+                for change in compare(previous, record)
+            ]
+        result.append(entry)
+        previous = record
+    return result
+
+
+def finding(record: IterationRecord) -> str:
+    """The one-line answer of a session: the slowest place found so far."""
+    hottest = record.hottest(1)
+    if not hottest:
+        return "no markers were recorded"
+    name, time = hottest[0]
+    return (
+        f"slowest so far: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} of its own time"
+    )
+
+
+__all__ = ["MarkerTime", "finding", "history_json", "history_report", "iteration_report", "where"]

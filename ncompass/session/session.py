@@ -1,0 +1,519 @@
+"""``ProfilingSession``: the iterative loop of the seed SDK, run locally.
+
+Start broad (a full trace), read where the time went, say what you want to know (or let the
+session drill into the hottest marker), apply the finer markers and run again. Every spec version,
+trace and summary is kept under ``<trace_output_dir>/<session_name>/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ncompass.analysis.providers import AnalysisProvider, make_provider
+from ncompass.capture.backends.torch import TorchProfiler
+from ncompass.capture.decorator import PROFILE_ENV
+from ncompass.capture.environment import scoped_environment
+from ncompass.capture.trace_files import TRACE_DIR_ENV, claim_trace_path, safe_name
+from ncompass.errors import CaptureError, TraceError
+from ncompass.importer.hook import FULL_TRACE_MARKER, disable_rewrites, enable_rewrites
+from ncompass.importer.registry import REGISTRY
+from ncompass.session.history import IterationRecord, MarkerTime
+from ncompass.session.planner import EntryPoint, MarkerPlanner, Proposal, TargetKey, extend_config
+from ncompass.session.store import SessionError, SessionStore
+from ncompass.session.summaries import SummaryCache
+from ncompass.spec.models import RewriteConfig
+
+_TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+class ProfilingSession:
+    """Session for the iterative profiling workflow.
+
+    Args:
+        trace_output_dir: Directory where trace files are saved.
+        cache_dir: Where summaries are cached (default: inside the session folder).
+        session_name: Name of this session (default ``"default"``); a session of the same name
+            in the same folder continues where it stopped.
+        base_url: An ``ncompass serve`` analysis service (default: ``$NCOMPASS_ANALYSIS_URL``, or
+            the built-in engine). Unreachable services fall back to the built-in engine.
+        config: The spec to start from (default: none, i.e. a full trace).
+    """
+
+    def __init__(
+        self,
+        trace_output_dir: str,
+        cache_dir: str | None = None,
+        session_name: str | None = None,
+        base_url: str | None = None,
+        config: RewriteConfig | dict[str, Any] | str | None = None,
+    ) -> None:
+        self.trace_output_dir = Path(trace_output_dir)
+        self.session_name = session_name or "default"
+        self.store = SessionStore(
+            self.trace_output_dir, self.session_name, Path(cache_dir) if cache_dir else None
+        )
+        self.provider: AnalysisProvider = make_provider(base_url)
+        self.summaries = SummaryCache(self.store.cache_dir)
+        state = self.store.load_state()
+        self.iterations = [IterationRecord.from_dict(r) for r in state.get("iterations", [])]
+        self._initial = _as_config(config)
+        self.config = self._initial
+        self.config_version = 0
+        self._pending: RewriteConfig | None = None
+        self._feedback: list[dict[str, Any]] = []
+        self._entry: EntryPoint | None = None
+        self.last_run_output = ""
+        self.last_proposal: Proposal | None = None
+        self._resume(state, restore_spec=config is None)
+
+    # -- running -------------------------------------------------------------------------------
+
+    def run_profile(
+        self,
+        user_code: Callable[[], Any],
+        trace_name_suffix: str | None = None,
+        filter_trace: bool | None = False,
+        filter_trace_args: dict[str, Any] | None = None,
+    ) -> str:
+        """Profile ``user_code`` under the session's current spec and write its trace.
+
+        When the code runs a profiler of its own (vLLM, a custom ``torch.profiler``) and writes
+        its trace into ``trace_output_dir`` during the call, that trace is the result.
+
+        Returns:
+            The path of the trace (the filtered one when ``filter_trace``).
+        """
+        iteration = self._next_iteration()
+        name = f"{self.session_name}-i{iteration:03d}"
+        if trace_name_suffix:
+            name += f"-{safe_name(trace_name_suffix)}"
+        self.trace_output_dir.mkdir(parents=True, exist_ok=True)
+        trace_path = claim_trace_path(self.trace_output_dir, name)
+        if self.config.targets:
+            enable_rewrites(self.config)
+        before = _trace_files(self.trace_output_dir)
+        started = time.time()
+        profiler = TorchProfiler(trace_path)
+        error: BaseException | None = None
+        yielded = False
+        entry = entry_point(user_code)
+        if entry is not None:
+            self._entry = entry
+        with scoped_environment({PROFILE_ENV: "1", TRACE_DIR_ENV: str(self.trace_output_dir)}):
+            profiler.start()
+            try:
+                with _profiled_call(profiler, self.config) as watch:
+                    user_code()
+            except BaseException as raised:  # recorded with the iteration, then re-raised
+                error = raised
+            finally:
+                yielded = watch.yielded if "watch" in locals() else False
+                written = None
+                if not yielded:
+                    with contextlib.suppress(CaptureError):  # the code's profiler ended ours
+                        written = profiler.stop()
+        manifest = REGISTRY.manifest()
+        external = _new_trace_files(self.trace_output_dir, before, started, {trace_path})
+        note = None
+        if external:
+            chosen = external[-1]
+            note = f"trace written by the profiled code itself: {chosen.name}"
+            if written is None:
+                trace_path.unlink(missing_ok=True)
+            trace_path = chosen
+        elif written is None:
+            trace_path.unlink(missing_ok=True)
+            raise SessionError(
+                "the profiled code started its own profiler but wrote no trace into "
+                f"{self.trace_output_dir}; export it there (e.g. profiler.export_chrome_trace(...))"
+            ) from error
+        self._record(iteration, trace_path, manifest, 0 if error is None else 1, note)
+        if error is not None:
+            raise error
+        if filter_trace:
+            filtered = self.filter_trace(str(trace_path), **(filter_trace_args or {}))
+            return filtered
+        return str(trace_path)
+
+    def run_script(
+        self,
+        script: str,
+        args: list[str] | None = None,
+        *,
+        trace_name_suffix: str | None = None,
+        profiler: str = "torch",
+    ) -> str:
+        """Profile a script (``ncompass run`` in a fresh process) under the current spec.
+
+        A fresh process per iteration means nothing of one run leaks into the next; drilling
+        into the whole run then starts from the script's top-level statements.
+
+        Returns:
+            The path of the trace.
+
+        Raises:
+            SessionError: the run wrote no trace (the message includes the run's last output).
+        """
+        import subprocess
+        import sys
+
+        from ncompass.capture.trace_files import sidecar_path
+
+        iteration = self._next_iteration()
+        name = f"{self.session_name}-i{iteration:03d}"
+        if trace_name_suffix:
+            name += f"-{safe_name(trace_name_suffix)}"
+        folder = str(Path(script).resolve().parent)
+        if folder not in sys.path:  # as the script sees it: its modules are found for planning
+            sys.path.insert(0, folder)
+        if self.config_version == 0:  # the starting spec is kept as a version too
+            self.config_version, _ = self.store.write_version(self.config)
+        command = [sys.executable, "-m", "ncompass", "run", "--config", str(self._spec_file())]
+        command += ["--profiler", profiler, "--output-dir", str(self.trace_output_dir)]
+        command += ["--trace-name", name]
+        if self.config.full_trace_mode:
+            command.append("--full-trace")
+        command += [script, *(args or [])]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        trace_path = self.trace_output_dir / f"{name}.json"
+        if not trace_path.exists():
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+            raise SessionError(
+                f"`{' '.join(command)}` wrote no trace (exit {done.returncode}):\n{tail}"
+            )
+        sidecar = orjson.loads(sidecar_path(trace_path).read_bytes())
+        self._entry = EntryPoint(TargetKey(file=str(Path(script).resolve())))
+        self.last_run_output = done.stdout
+        self._record(iteration, trace_path, list(sidecar.get("markers", [])), done.returncode, None)
+        return str(trace_path)
+
+    def _record(
+        self,
+        iteration: int,
+        trace_path: Path,
+        manifest: list[dict[str, Any]],
+        exit_code: int,
+        note: str | None,
+    ) -> IterationRecord:
+        record = IterationRecord(
+            iteration=iteration,
+            spec_version=self.config_version,
+            spec_path=self._spec_file(),
+            trace_path=str(trace_path),
+            manifest=manifest,
+            feedback=self._feedback[-1] if self._feedback else None,
+            exit_code=exit_code,
+            note=note,
+        )
+        self._record_markers(record)
+        self.iterations.append(record)
+        self._save()
+        return record
+
+    # -- analysis ------------------------------------------------------------------------------
+
+    def get_trace_summary(
+        self, trace_path: str | None = None, feedback_context: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The summary of a trace (default: the last one): ``{"markdown", "structured"}``.
+
+        Served from the cache when the same trace (by content) was summarized before.
+        """
+        path = self._trace(trace_path)
+        key = self.summaries.key(path, feedback_context, self.provider.name)
+        summary = self.summaries.get(key)
+        if summary is None:
+            summary = self.provider.summarize(path, feedback_context=feedback_context)
+            entry = self.summaries.put(key, path, summary)
+            for record in self.iterations:
+                if Path(record.trace_path) == path:
+                    record.summary_path = str(entry)
+            self._save()
+        return summary
+
+    def load_trace_summary(self, trace_name_filter: str | None = None) -> dict[str, Any] | None:
+        """The newest cached summary whose trace name contains ``trace_name_filter``."""
+        return self.summaries.find(trace_name_filter)
+
+    def filter_trace(
+        self,
+        trace_path: str | None = None,
+        output_path: str | None = None,
+        include_cuda_kernels: bool = True,
+        include_direct_children: bool = False,
+        min_duration_us: float = 0.0,
+    ) -> str:
+        """Keep only the markers (and, by default, the GPU work they launched) of a trace."""
+        path = self._trace(trace_path)
+        stem = path.name.removesuffix(".gz").removesuffix(".json")
+        output = Path(output_path) if output_path else path.with_name(f"{stem}.filtered.json")
+        return str(
+            self.provider.filter(
+                path,
+                output,
+                include_cuda_kernels=include_cuda_kernels,
+                include_direct_children=include_direct_children,
+                min_duration_us=min_duration_us,
+            )
+        )
+
+    # -- markers -------------------------------------------------------------------------------
+
+    def submit_feedback(
+        self,
+        feedback_text: str,
+        target_module: str,
+        start_line: int,
+        end_line: int,
+        trace_path: str | None = None,
+    ) -> dict[str, Any]:
+        """Propose finer markers for lines ``start_line..end_line`` of ``target_module``.
+
+        Returns:
+            The updated (pending) configuration, applied by :meth:`apply_targeted_markers`.
+
+        Raises:
+            SessionInputError: the module cannot be found or the lines hold no code.
+        """
+        base = self._pending or self.config
+        planner = MarkerPlanner(base)
+        proposal = planner.for_feedback(target_module, start_line, end_line)
+        self.last_proposal = proposal
+        self._feedback.append(
+            {
+                "feedback_text": feedback_text,
+                "target_module": target_module,
+                "start_line": start_line,
+                "end_line": end_line,
+                "trace_path": trace_path or self._last_trace_path(),
+            }
+        )
+        self._pending = extend_config(base, proposal, planner)
+        self._save()
+        return self._pending.to_dict()
+
+    def apply_targeted_markers(self) -> dict[str, Any]:
+        """Apply the pending markers (or drill into the hottest markers of the last trace).
+
+        The spec becomes a new version (``<session>/specs/vNNN.yaml``) and takes effect at once,
+        also in modules already imported.
+
+        Returns:
+            The configuration now in force.
+        """
+        if self._pending is None:
+            last = self.iterations[-1] if self.iterations else None
+            if last is None:
+                return self.config.to_dict()
+            planner = MarkerPlanner(self.config, self._entry)
+            proposal = planner.drill(last)
+            self.last_proposal = proposal
+            if proposal.empty:
+                return self.config.to_dict()
+            self._pending = extend_config(self.config, proposal, planner)
+        version, path = self.store.write_version(self._pending)
+        self.config = RewriteConfig.from_yaml(path)
+        self.config_version = version
+        self._pending = None
+        enable_rewrites(self.config)
+        self._save()
+        return self.config.to_dict()
+
+    @property
+    def pending(self) -> RewriteConfig | None:
+        """Markers proposed by feedback (or a loaded config) and not applied yet."""
+        return self._pending
+
+    def save_config(self, name: str) -> str:
+        """Save the pending (or current) configuration as ``name``; returns its file."""
+        path = self.store.config_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text((self._pending or self.config).to_yaml(), encoding="utf-8")
+        return str(path)
+
+    def load_config(self, name: str) -> dict[str, Any]:
+        """Load a configuration saved as ``name``; :meth:`apply_targeted_markers` applies it."""
+        path = self.store.config_path(name)
+        if not path.exists():
+            saved = sorted(p.stem for p in self.store.configs_dir.glob("*.yaml"))
+            raise SessionError(
+                f"no config named {name!r} in {self.store.configs_dir}; saved: "
+                f"{', '.join(saved) or 'none'}"
+            )
+        self._pending = RewriteConfig.from_yaml(path)
+        self._save()
+        return self._pending.to_dict()
+
+    def reset(self) -> None:
+        """Back to the starting spec, no pending feedback, rewrites off. Files stay."""
+        disable_rewrites()
+        self.config = self._initial
+        self.config_version = 0
+        self._pending = None
+        self._feedback = []
+        self.last_proposal = None
+        self._save()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _spec_file(self) -> str | None:
+        return str(self.store.spec_path(self.config_version)) if self.config_version else None
+
+    def _next_iteration(self) -> int:
+        return max((r.iteration for r in self.iterations), default=0) + 1
+
+    def _last_trace_path(self) -> str | None:
+        return self.iterations[-1].trace_path if self.iterations else None
+
+    def _trace(self, trace_path: str | None) -> Path:
+        chosen = trace_path or self._last_trace_path()
+        if chosen is None:
+            raise SessionError("no trace yet: call run_profile() first, or pass trace_path")
+        path = Path(chosen)
+        if not path.is_file():
+            raise TraceError(f"{path}: trace not found")
+        return path
+
+    def _record_markers(self, record: IterationRecord) -> None:
+        from ncompass.analysis import marker_stats
+
+        try:
+            stats = marker_stats(record.trace_path)
+        except TraceError as error:
+            record.note = f"{record.note + '; ' if record.note else ''}markers not read: {error}"
+            return
+        for name, stat in stats.items():
+            record.markers[name] = MarkerTime(
+                stat.calls, stat.cpu_total_us, stat.cpu_self_us, stat.gpu_total_us
+            )
+
+    def _resume(self, state: dict[str, Any], restore_spec: bool) -> None:
+        version = int(state.get("config_version", 0))
+        if restore_spec and version and self.store.spec_path(version).exists():
+            self.config = RewriteConfig.from_yaml(self.store.spec_path(version))
+            self.config_version = version
+        pending = state.get("pending_spec")
+        if pending:
+            self._pending = RewriteConfig.from_dict(pending)
+        self._feedback = list(state.get("feedback", []))
+
+    def _save(self) -> None:
+        self.store.save_state(
+            self.iterations,
+            {
+                "config_version": self.config_version,
+                "pending_spec": self._pending.to_dict() if self._pending else None,
+                "feedback": self._feedback,
+                "provider": self.provider.name,
+            },
+        )
+
+
+class _WholeRun:
+    """The one range around a whole profiled call (full-trace mode), closable early."""
+
+    def __init__(self, config: RewriteConfig) -> None:
+        self._leave: Callable[[object], object] | None = None
+        self._handle: object = None
+        if config.full_trace_mode:
+            from ncompass.runtime.sites import bind
+
+            enter, self._leave = bind(config.context, FULL_TRACE_MARKER, async_safe=True)
+            self._handle = enter()
+
+    def close(self) -> None:
+        """End the range (once)."""
+        leave, self._leave = self._leave, None
+        if leave is not None:
+            leave(self._handle)
+
+
+class _ProfilerWatch:
+    """Whether the profiled code started a torch profiler of its own."""
+
+    yielded = False
+
+
+@contextmanager
+def _profiled_call(ours: TorchProfiler, config: RewriteConfig) -> Iterator[_ProfilerWatch]:
+    """The profiled call: a whole-run range (in full-trace mode), and room for the code's own
+    torch profiler. Kineto allows one profiler, so when the code starts its own, ours stops
+    first (after closing every range opened under it: a range ended under another profiler
+    session crashes Kineto) and the code's trace, written into ``trace_output_dir``, becomes the
+    iteration's trace.
+    """
+    import torch.profiler.profiler as torch_profiler
+
+    watch = _ProfilerWatch()
+    whole = _WholeRun(config)
+    original = torch_profiler._KinetoProfile.prepare_trace
+
+    def prepare(profile: Any) -> Any:
+        if not watch.yielded and TorchProfiler.active() is ours and profile is not ours._profile:
+            watch.yielded = True
+            whole.close()
+            ours.stop_and_discard()
+        return original(profile)
+
+    torch_profiler._KinetoProfile.prepare_trace = prepare  # type: ignore[method-assign]
+    try:
+        yield watch
+    finally:
+        torch_profiler._KinetoProfile.prepare_trace = original  # type: ignore[method-assign]
+        whole.close()
+
+
+def entry_point(function: Callable[..., Any]) -> EntryPoint | None:
+    """The source of the function a session profiles (for drilling into a whole-run range)."""
+    code = getattr(function, "__code__", None)
+    module = getattr(function, "__module__", None)
+    qualname = getattr(function, "__qualname__", "")
+    if code is None or "<lambda>" in qualname or not code.co_filename.endswith(".py"):
+        return None
+    qualname = qualname.replace(".<locals>", "")
+    if module in (None, "__main__", "__mp_main__"):
+        return EntryPoint(TargetKey(file=str(Path(code.co_filename).resolve())), qualname)
+    return EntryPoint(TargetKey(module=module), qualname)
+
+
+def _trace_files(folder: Path) -> dict[Path, float]:
+    found: dict[Path, float] = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and path.name.endswith(_TRACE_SUFFIXES) and ".ncompass." not in path.name:
+            found[path] = path.stat().st_mtime
+    return found
+
+
+def _new_trace_files(
+    folder: Path, before: dict[Path, float], started: float, ours: set[Path]
+) -> list[Path]:
+    """Trace files written into ``folder`` since ``started`` by someone else, oldest first."""
+    fresh = [
+        (mtime, path)
+        for path, mtime in _trace_files(folder).items()
+        if path not in ours
+        and mtime >= started - 1.0
+        and before.get(path) != mtime
+        and path.stat().st_size > 0
+    ]
+    return [path for _, path in sorted(fresh)]
+
+
+def _as_config(config: RewriteConfig | dict[str, Any] | str | None) -> RewriteConfig:
+    if config is None:
+        return RewriteConfig(full_trace_mode=True)
+    if isinstance(config, RewriteConfig):
+        return config
+    if isinstance(config, dict):
+        return RewriteConfig.from_dict(config)
+    return RewriteConfig.from_yaml(config)
+
+
+__all__ = ["ProfilingSession"]

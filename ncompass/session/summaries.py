@@ -1,0 +1,90 @@
+"""Summaries cached by trace content, so asking twice about one trace costs nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ncompass._version import __version__
+from ncompass.session.store import write_atomic
+
+_CHUNK = 1 << 20
+
+
+def trace_digest(path: Path) -> str:
+    """The sha256 of a trace file's bytes (streamed: traces can be large)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class SummaryCache:
+    """Summaries stored in ``folder`` by (trace content, feedback context, provider, version)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder / "summaries"
+
+    def key(self, trace: Path, feedback_context: dict[str, Any] | None, provider: str) -> str:
+        """The cache key of a summary request."""
+        context = json.dumps(feedback_context or {}, sort_keys=True, default=str)
+        parts = f"{trace_digest(trace)}|{context}|{provider}|{__version__}"
+        return hashlib.sha256(parts.encode()).hexdigest()[:32]
+
+    def path(self, key: str) -> Path:
+        """The file of a cache entry."""
+        return self.folder / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The cached summary, or None (a corrupt entry counts as missing and is removed)."""
+        path = self.path(key)
+        try:
+            entry = orjson.loads(path.read_bytes())
+            summary = entry["summary"]
+            if not isinstance(summary, dict) or "markdown" not in summary:
+                raise ValueError("not a summary")
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            path.unlink(missing_ok=True)
+            return None
+        return summary
+
+    def put(self, key: str, trace: Path, summary: dict[str, Any]) -> Path:
+        """Store a summary; returns the entry's file."""
+        entry = {
+            "trace": trace.name,
+            "trace_path": str(trace),
+            "created": time.time(),
+            "summary": summary,
+        }
+        path = self.path(key)
+        write_atomic(path, orjson.dumps(entry))
+        return path
+
+    def find(self, trace_name_filter: str | None = None) -> dict[str, Any] | None:
+        """The newest cached summary whose trace name contains ``trace_name_filter``."""
+        if not self.folder.is_dir():
+            return None
+        best: tuple[float, dict[str, Any]] | None = None
+        for path in self.folder.glob("*.json"):
+            try:
+                entry = orjson.loads(path.read_bytes())
+            except (OSError, orjson.JSONDecodeError):
+                continue
+            name = str(entry.get("trace", ""))
+            if trace_name_filter and trace_name_filter not in name:
+                continue
+            created = float(entry.get("created", 0.0))
+            if best is None or created > best[0]:
+                best = (created, entry["summary"])
+        return best[1] if best else None
+
+
+__all__ = ["SummaryCache", "trace_digest"]

@@ -1,0 +1,94 @@
+"""``ncompass session``: three iterations from the command line find the planted slow statement,
+one level deeper each time, and every spec and trace is kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+from tests.session import planted
+from tests.support.lines import line_of
+
+SOURCE = Path(planted.__file__).read_text()
+
+
+def _ncompass(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "ncompass", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_three_iterations_find_the_planted_statement(tmp_path: Path) -> None:
+    script = tmp_path / "app.py"
+    script.write_text("from tests.session.planted import run\n\nrun(2)\n")
+    spec = tmp_path / "start.yaml"
+    spec.write_text(
+        "version: 1\ntargets:\n  - module: tests.session.planted\n    functions:\n"
+        "      - qualname: 'Pipeline.*'\n"
+    )
+    done = _ncompass(
+        "session", "run", "--config", str(spec), "-n", "3", "--name", "t", str(script), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    hottest = [
+        line.split("hottest: ", 1)[1] for line in done.stdout.splitlines() if "hottest: " in line
+    ]
+    assert len(hottest) == 3
+    assert hottest[0].startswith("tests.session.planted:Pipeline.compute ")
+    assert hottest[1].startswith(f"Pipeline.compute:{line_of(SOURCE, 'for step')} for step")
+    slow = line_of(SOURCE, "spin(SLOW)  #")
+    assert hottest[2].startswith(f"Pipeline.compute:{slow} spin(SLOW)")
+    assert f"lines {slow}-{slow} of" in hottest[2]
+    assert "slowest so far: Pipeline.compute:" in done.stdout
+    session_dir = tmp_path / "traces" / "t"
+    assert sorted(p.name for p in (session_dir / "specs").glob("*.yaml")) == [
+        "v001.yaml",
+        "v002.yaml",
+        "v003.yaml",
+    ]
+    assert sorted(p.name for p in (tmp_path / "traces").glob("t-i00?.json")) == [
+        "t-i001.json",
+        "t-i002.json",
+        "t-i003.json",
+    ]
+
+    history = _ncompass("session", "history", "--name", "t", "--json", cwd=tmp_path)
+    assert history.returncode == 0, history.stderr
+    iterations = json.loads(history.stdout)
+    assert [entry["iteration"] for entry in iterations] == [1, 2, 3]
+    assert iterations[2]["changes"]  # markers present in both iterations are compared
+    text = _ncompass("session", "history", "--name", "t", cwd=tmp_path)
+    assert "iteration 3" in text.stdout
+
+    shown = _ncompass("session", "show", "--name", "t", "2", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "# Trace summary" in shown.stdout and "v002.yaml" in shown.stdout
+
+
+def test_feedback_from_the_command_line(tmp_path: Path) -> None:
+    script = tmp_path / "app.py"
+    script.write_text("from tests.session.planted import run\n\nrun(1)\n")
+    start, end = line_of(SOURCE, "def compute"), line_of(SOURCE, "return total")
+    target = f"tests.session.planted:{start}-{end}"
+    proposed = _ncompass(
+        "session", "feedback", "--name", "f", "--target", target, "why so slow?", cwd=tmp_path
+    )
+    assert proposed.returncode == 0, proposed.stderr
+    assert "markers proposed" in proposed.stdout
+    done = _ncompass("session", "run", "-n", "1", "--name", "f", str(script), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"hottest: Pipeline.compute:{line_of(SOURCE, 'for step')} for step" in done.stdout
+    bad = _ncompass(
+        "session", "feedback", "--name", "f", "--target", "nowhere_module:1-3", "?", cwd=tmp_path
+    )
+    assert bad.returncode == 2 and "error:" in bad.stderr and "not found" in bad.stderr

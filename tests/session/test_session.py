@@ -1,0 +1,192 @@
+"""``ProfilingSession``: the seed SDK's examples, run as written against a small planted model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ncompass.importer.hook import disable_rewrites
+from ncompass.trace import ProfilingSession
+from tests.session import planted
+from tests.support.lines import line_of
+
+SOURCE = Path(planted.__file__).read_text()
+MODULE = "tests.session.planted"
+
+
+@pytest.fixture(autouse=True)
+def _rewrites_off() -> Iterator[None]:
+    yield
+    disable_rewrites()
+
+
+def run_inference() -> None:
+    planted.run(1)
+
+
+class CountingProvider:
+    """Counts summaries actually computed (to see the cache at work)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.summaries = 0
+
+    def summarize(self, trace_path: Path, **kwargs: Any) -> dict[str, Any]:
+        self.summaries += 1
+        return self.inner.summarize(trace_path, **kwargs)
+
+    def filter(self, *args: Any, **kwargs: Any) -> Path:
+        return self.inner.filter(*args, **kwargs)
+
+    def propose_markers(self, request: Any) -> None:
+        return None
+
+
+def test_the_seed_workflow_runs_as_written(tmp_path: Path) -> None:
+    session = ProfilingSession(
+        trace_output_dir=str(tmp_path / "traces"),
+        cache_dir=str(tmp_path / "cache"),
+        session_name="my_model_optimization",
+    )
+    counting = CountingProvider(session.provider)
+    session.provider = counting
+
+    # Step 1: initial profiling with minimal markers
+    trace_path = session.run_profile(run_inference, trace_name_suffix="initial")
+    assert Path(trace_path).name == "my_model_optimization-i001-initial.json"
+
+    # Step 2: analysis
+    summary = session.get_trace_summary(trace_path)
+    assert set(summary) == {"markdown", "structured"}
+    assert {"operations", "bottlenecks", "recommendations"} <= set(summary["structured"])
+    assert session.get_trace_summary(trace_path) == summary
+    assert counting.summaries == 1  # the second one came from the cache
+
+    # Step 3: feedback on the method that is slow
+    config = session.submit_feedback(
+        feedback_text="Why does compute take most of the time?",
+        target_module=MODULE,
+        start_line=line_of(SOURCE, "def compute"),
+        end_line=line_of(SOURCE, "return total"),
+    )
+    assert config["targets"][-1]["module"] == MODULE
+
+    # Step 4: apply and re-run
+    applied = session.apply_targeted_markers()
+    assert applied["targets"]
+    assert (tmp_path / "traces" / "my_model_optimization" / "specs" / "v001.yaml").exists()
+    trace_path = session.run_profile(run_inference, trace_name_suffix="targeted_attention")
+
+    # Step 5: analyse the targeted results
+    summary = session.get_trace_summary(
+        trace_path, feedback_context={"feedback_text": "compute", "target_module": MODULE}
+    )
+    record = session.iterations[-1]
+    hottest, _ = record.hottest(1)[0]
+    assert hottest.startswith(f"Pipeline.compute:{line_of(SOURCE, 'for step')} for step")
+
+    filtered = session.filter_trace(
+        trace_path=trace_path,
+        include_cuda_kernels=True,
+        include_direct_children=False,
+        min_duration_us=100.0,
+    )
+    names = {e["name"] for e in json.loads(Path(filtered).read_text())["traceEvents"]}
+    assert hottest in names
+
+    session.save_config(name="attention_focused")
+    session.load_config(name="attention_focused")
+    session.apply_targeted_markers()
+    assert session.load_trace_summary(trace_name_filter="targeted_attention") == summary
+
+    session.reset()
+    assert session.config.full_trace_mode and not session.config.targets
+
+
+def test_drilling_without_feedback_goes_one_level_deeper_each_time(tmp_path: Path) -> None:
+    session = ProfilingSession(str(tmp_path), session_name="drill")
+    hottest: list[str] = []
+    for _ in range(8):
+        session.run_profile(run_inference)
+        hottest.append(session.iterations[-1].hottest(1)[0][0])
+        session.apply_targeted_markers()
+    # the whole run → run_inference → run → its loop → forward → `return self.compute(y)` →
+    # compute → its loop → the planted statement
+    assert hottest[0] == "ncompass.full_trace"
+    assert hottest[3] == f"{MODULE}:Pipeline.forward"
+    assert hottest[5] == f"{MODULE}:Pipeline.compute"
+    assert hottest[6].startswith(f"Pipeline.compute:{line_of(SOURCE, 'for step')} for step")
+    assert hottest[7].startswith(f"Pipeline.compute:{line_of(SOURCE, 'spin(SLOW)  #')} spin(SLOW)")
+    # each iteration kept its spec version and trace
+    versions = [r.spec_version for r in session.iterations]
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)
+    again = ProfilingSession(str(tmp_path), session_name="drill")
+    assert [r.iteration for r in again.iterations] == list(range(1, 9))
+
+
+def test_code_that_runs_its_own_profiler_gives_its_trace(tmp_path: Path) -> None:
+    import torch
+
+    def with_own_profiler() -> None:
+        with (
+            torch.profiler.profile() as profiler,
+            torch.profiler.record_function("users_own_marker"),
+        ):
+            planted.spin(0.001)
+        profiler.export_chrome_trace(str(tmp_path / "custom_profiler_trace.json"))
+
+    session = ProfilingSession(str(tmp_path), session_name="custom")
+    trace = session.run_profile(with_own_profiler)
+    assert Path(trace).name == "custom_profiler_trace.json"
+    assert "users_own_marker" in session.iterations[-1].markers
+    assert "written by the profiled code" in (session.iterations[-1].note or "")
+
+
+def test_a_trace_written_by_another_process_is_picked_up(tmp_path: Path) -> None:
+    script = (
+        "import sys, torch\n"
+        "with torch.profiler.profile() as p:\n"
+        "    torch.ones(3) + 1\n"
+        "p.export_chrome_trace(sys.argv[1])\n"
+    )
+
+    def like_vllm() -> None:  # the engine profiles in a worker process of its own
+        target = tmp_path / "worker" / "engine.pt.trace.json"
+        target.parent.mkdir()
+        subprocess.run([sys.executable, "-c", script, str(target)], check=True)
+
+    session = ProfilingSession(str(tmp_path), session_name="vllm")
+    trace = session.run_profile(like_vllm)
+    assert Path(trace) == tmp_path / "worker" / "engine.pt.trace.json"
+
+
+def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+    from ncompass.errors import NcompassError
+
+    session = ProfilingSession(str(tmp_path), session_name="bad")
+    with pytest.raises(NcompassError, match="no trace yet"):
+        session.get_trace_summary()
+    with pytest.raises(NcompassError, match="not found"):
+        session.get_trace_summary(str(tmp_path / "missing.json"))
+    with pytest.raises(NcompassError, match="no config named 'nothing'"):
+        session.load_config("nothing")
+    with pytest.raises(NcompassError, match="not found"):
+        session.submit_feedback("?", "no_such_module_xyz", 1, 2)
+    with pytest.raises(NcompassError, match="may only use"):
+        ProfilingSession(str(tmp_path), session_name="../escape")
+
+
+def test_a_corrupt_cache_entry_is_recomputed(tmp_path: Path) -> None:
+    session = ProfilingSession(str(tmp_path), session_name="cache")
+    trace = session.run_profile(run_inference)
+    summary = session.get_trace_summary(trace)
+    for entry in (tmp_path / "cache" / "summaries").glob("*.json"):
+        entry.write_text("{not json")
+    assert session.get_trace_summary(trace) == summary
