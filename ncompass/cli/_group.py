@@ -24,6 +24,10 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "breakdown": ("ncompass.cli._traces:breakdown_command", "Temporal and kernel-type breakdown."),
     "filter": ("ncompass.cli._traces:filter_command", "Keep markers and what they launched."),
     "merge": ("ncompass.cli._traces:merge_command", "Merge per-rank traces into one timeline."),
+    "session": (
+        "ncompass.cli._session:session_group",
+        "The iterative loop: run, drill, run again.",
+    ),
     "monitor": ("ncompass.cli._monitor:monitor_command", "GPU utilisation while a command runs."),
 }
 
