@@ -30,12 +30,14 @@ if TYPE_CHECKING:
         gpu_profile,
     )
     from ncompass.importer.hook import disable_rewrites, enable_full_trace_mode, enable_rewrites
+    from ncompass.session.session import ProfilingSession
     from ncompass.spec.models import RewriteConfig
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
     "RewriteConfig": "ncompass.spec.models",
     "capture_trace": "ncompass.capture.decorator",
+    "ProfilingSession": "ncompass.session.session",
     "GpuBackendError": "ncompass.gpu",
     "GpuMonitor": "ncompass.gpu",
     "GpuSample": "ncompass.gpu",
@@ -70,6 +72,7 @@ __all__ = [
     "GpuSummary",
     "NcompassError",
     "ProfiledResult",
+    "ProfilingSession",
     "RewriteConfig",
     "RewriteError",
     "SpecError",

@@ -16,6 +16,7 @@ PUBLIC = [
     "GpuSummary",
     "NcompassError",
     "ProfiledResult",
+    "ProfilingSession",
     "RewriteConfig",
     "RewriteError",
     "SpecError",
