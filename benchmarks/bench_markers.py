@@ -49,8 +49,10 @@ SHAPE = """\
         finally:
             __nc_exit_1(h)"""
 
+# What the rewriter generates for a templated name: the compiled template is a module global,
+# evaluated in the caller's frame only when something records.
 DYNAMIC_SHAPE = """\
-        h = __nc_enter_1(lambda: f"attn[{layer_idx}]")
+        h = __nc_enter_1(__nc_name_1)
         try:
             pass
         finally:
@@ -74,12 +76,14 @@ def compile_case(body: str, namespace: dict[str, Any]) -> Callable[[int], None]:
 
 
 def marker_case(context: str, *, dynamic: bool = False) -> Callable[[int], None]:
-    from ncompass.runtime.sites import bind
+    from ncompass.runtime.sites import bind, template
 
-    enter, exit_range = bind(context, "attn[{layer_idx}]" if dynamic else "attn", dynamic=dynamic)
+    text = "attn[{layer_idx}]"
+    enter, exit_range = bind(context, text if dynamic else "attn", dynamic=dynamic)
+    names = {"__nc_name_1": template("f'attn[{layer_idx}]'", text)}
     return compile_case(
         DYNAMIC_SHAPE if dynamic else SHAPE,
-        {"__nc_enter_1": enter, "__nc_exit_1": exit_range, "layer_idx": 3},
+        {"__nc_enter_1": enter, "__nc_exit_1": exit_range, "layer_idx": 3, **names},
     )
 
 

@@ -73,6 +73,7 @@ class MarkerSite:
     async_safe: bool = False
     values: dict[str, Any] = field(default_factory=dict)
     spec_line: int | None = None
+    name_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the manifest entry)."""
@@ -287,8 +288,7 @@ class _Planner:
         end: int,
     ) -> MarkerSite:
         dynamic = _is_template(name)
-        if dynamic:
-            self._check_template(name, marker)
+        name_source = self._template_source(name, scope, marker) if dynamic else None
         site = MarkerSite(
             id=len(self.plan.sites) + 1,
             name=name,
@@ -303,19 +303,36 @@ class _Planner:
             async_safe=scope.is_async or scope.is_generator,
             values=dict(marker.values),
             spec_line=marker.line,
+            name_source=name_source,
         )
         self.plan.sites.append(site)
         return site
 
-    def _check_template(self, name: str, marker: Any) -> None:
+    def _template_source(self, name: str, scope: Scope, marker: Any) -> str:
+        """The f-string that computes a templated name, with private names mangled as Python
+        would mangle them inside the enclosing class (the template is compiled elsewhere)."""
+        source = template_fstring(name)
         try:
-            ast.parse(template_fstring(name), mode="eval")
+            tree = ast.parse(source, mode="eval")
         except SyntaxError as error:
             raise self._fail(
                 f"marker name {name!r} is not a valid template: {error.msg}; write Python "
                 "expressions in {braces} and double literal braces ({{ }})",
                 marker,
             ) from None
+        owner = scope if scope.kind == "class" else scope.parent
+        while owner is not None and owner.kind != "class":
+            owner = owner.parent
+        if owner is None:
+            return source
+        prefix = "_" + owner.qualname.rsplit(".", 1)[-1].lstrip("_")
+        mangled = False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _is_private(node.attr):
+                node.attr, mangled = prefix + node.attr, True
+            elif isinstance(node, ast.Name) and _is_private(node.id):
+                node.id, mangled = prefix + node.id, True
+        return ast.unparse(tree) if mangled else source
 
     def _wrap(self, block: Block, first: int, last: int, site: MarkerSite) -> None:
         self._order += 1
@@ -339,6 +356,10 @@ class _Planner:
 def template_fstring(name: str) -> str:
     """The f-string literal that evaluates a marker name template."""
     return "f" + repr(name)
+
+
+def _is_private(identifier: str) -> bool:
+    return identifier.startswith("__") and not identifier.endswith("__")
 
 
 def _is_template(name: str) -> bool:

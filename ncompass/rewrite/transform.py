@@ -63,10 +63,20 @@ def exit_name(site: MarkerSite) -> str:
     return f"_ncompass_exit_{site.id}"
 
 
+def name_function(site: MarkerSite) -> str:
+    """The module global holding a dynamic site's compiled name template."""
+    return f"_ncompass_name_{site.id}"
+
+
 def prologue_code(plan: RewritePlan) -> list[str]:
     """The statements that bind every helper the rewritten module uses, as source lines."""
     lines = [f"import {RUNTIME_MODULE} as {RUNTIME_ALIAS}"] if plan.sites else []
     for site in plan.sites:
+        if site.dynamic:
+            source = site.name_source or template_fstring(site.name)
+            lines.append(
+                f"{name_function(site)} = {RUNTIME_ALIAS}.template({source!r}, {site.name!r})"
+            )
         options = [repr(site.context), repr(site.name)]
         if site.dynamic:
             options.append("dynamic=True")
@@ -227,7 +237,7 @@ class _Transformer(libcst.CSTTransformer):
         if leading:
             body[0] = first.with_changes(leading_lines=[])
         handle = f"_ncompass_h{site.id}"
-        argument = f"lambda: {template_fstring(site.name)}" if site.dynamic else ""
+        argument = name_function(site) if site.dynamic else ""
         enter = _statement(f"{handle} = {enter_name(site)}({argument})", line)
         enter = enter.with_changes(leading_lines=leading)
         leave = _statement(f"{exit_name(site)}({handle})", line)

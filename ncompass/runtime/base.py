@@ -4,7 +4,7 @@ A backend (torch, nvtx, noop, custom) turns a :class:`MarkerSite` into a :class:
 an ``enter`` callable returning an opaque handle and an ``exit`` callable taking that handle.
 Rewritten modules call them around the wrapped code::
 
-    __nc_h3 = __nc_enter_3()          # or __nc_enter_3(lambda: f"attn[{self.layer_idx}]")
+    __nc_h3 = __nc_enter_3()          # or __nc_enter_3(__nc_name_3), a NameTemplate
     try:
         ...
     finally:
@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
+from types import FrameType
 from typing import NamedTuple, Protocol
+
+from ncompass.runtime.templates import NameTemplate
 
 EnterRange = Callable[..., object]
 """``enter()`` for a fixed name, ``enter(name_fn)`` for a dynamic one; returns the handle."""
@@ -101,17 +104,25 @@ class MarkerSite:
     def __repr__(self) -> str:
         return f"MarkerSite({self.name!r}, dynamic={self.dynamic})"
 
-    def resolve_name(self, name_fn: Callable[[], object]) -> str:
+    def resolve_name(self, name_fn: Callable[..., object], frame: FrameType | None = None) -> str:
         """Returns the name ``name_fn`` computes, or the template when it fails (warned once).
 
         Args:
-            name_fn: The zero-argument function the rewritten code passed to ``enter``.
+            name_fn: What the rewritten code passed to ``enter``: a
+                :class:`~ncompass.runtime.templates.NameTemplate` (evaluated in ``frame``, the
+                frame that opened the range) or a zero-argument function.
+            frame: The frame that called ``enter``.
 
         Returns:
             The computed name as a string.
         """
         try:
-            computed = name_fn()
+            if not isinstance(name_fn, NameTemplate):
+                computed = name_fn()
+            elif frame is not None:
+                computed = name_fn(frame)
+            else:
+                return self.name
             return computed if type(computed) is str else str(computed)
         except Exception as error:  # a marker must never break the code it measures
             self.warn_once(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from sys import _getframe as _caller  # the frame that opened the range
 from typing import Any
 
 from ncompass.runtime.base import BoundRange, MarkerSite, RangeBackend
@@ -50,7 +51,7 @@ def _nest(parts: list[BoundRange], site: MarkerSite) -> BoundRange:
         resolve_name = site.resolve_name
 
         def enter_dynamic(name_fn: Any) -> object:
-            name = resolve_name(name_fn)  # computed once, shared by every part
+            name = resolve_name(name_fn, _caller(1))  # computed once, shared by every part
             return tuple([enter(name) for enter in named_enters])
 
         return BoundRange(enter=enter_dynamic, exit=exit_range, enter_named=enter_named)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from sys import _getframe as _caller  # the frame that opened the range
 from types import MappingProxyType
 from typing import Any
 
@@ -146,7 +147,7 @@ class CustomBackend:
             resolve_name = site.resolve_name
 
             def enter_dynamic(name_fn: Any) -> object:
-                return enter_named(resolve_name(name_fn))
+                return enter_named(resolve_name(name_fn, _caller(1)))
 
             return BoundRange(enter=enter_dynamic, exit=exit_range, enter_named=enter_named)
         name = site.name

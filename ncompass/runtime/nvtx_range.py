@@ -21,6 +21,7 @@ import functools
 import os
 import sys
 import warnings
+from sys import _getframe as _caller  # the frame that opened the range
 from typing import Any
 
 from ncompass.runtime.base import BoundRange, MarkerSite, RangeContextWarning
@@ -121,7 +122,7 @@ def _bind_push_pop(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
         resolve_name = site.resolve_name
 
         def enter_dynamic(name_fn: Any) -> object:
-            name = resolve_name(name_fn)
+            name = resolve_name(name_fn, _caller(1))
             push(cached.get(name) or domain.attributes(name, color), handle)
             return None
 
@@ -144,7 +145,7 @@ def _bind_start_end(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
         resolve_name = site.resolve_name
 
         def enter_dynamic(name_fn: Any) -> object:
-            name = resolve_name(name_fn)
+            name = resolve_name(name_fn, _caller(1))
             return start(cached.get(name) or domain.attributes(name, color), handle)[0]
 
         return BoundRange(enter=enter_dynamic, exit=exit_range, enter_named=enter_named)

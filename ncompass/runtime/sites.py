@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from ncompass.runtime.base import MarkerSite
 from ncompass.runtime.colors import parse_color
 from ncompass.runtime.contexts import ResolvedContext, backend_for, resolve_context
+from ncompass.runtime.templates import template
 
 
 def bind(
@@ -65,4 +66,4 @@ def bind(
     return bound.enter, bound.exit
 
 
-__all__ = ["ResolvedContext", "bind", "resolve_context"]
+__all__ = ["ResolvedContext", "bind", "resolve_context", "template"]

@@ -36,6 +36,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
+from sys import _getframe as _caller  # the frame that opened the range
 from typing import Any
 
 from ncompass.runtime.base import BoundRange, MarkerSite, RangeContextWarning
@@ -157,7 +158,7 @@ class TorchBackend:
 
             def enter_dynamic(name_fn: Any) -> object:
                 if _profiler_state._is_profiler_enabled:
-                    return _recording_handle(resolve_name(name_fn))
+                    return _recording_handle(resolve_name(name_fn, _caller(1)))
                 return _IDLE_HANDLE
 
             return BoundRange(enter=enter_dynamic, exit=_exit, enter_named=_enter_named)

@@ -551,3 +551,43 @@ def test_name_templates_are_evaluated_in_the_function(lab: ModuleLab) -> None:
     )
     assert [marked.Layer(i).forward(1) for i in range(3)] == [1, 2, 3]
     assert recording.names_entered() == ["layer[0]", "layer[1]", "layer[2]"]
+
+
+def test_name_templates_see_closures_and_private_names(lab: ModuleLab) -> None:
+    source = """
+    class Secretive:
+        def __init__(self):
+            self.__tag = "hidden"
+
+        def run(self, n):
+            return n + 1
+
+    def outer(label):
+        def inner(x):
+            return f"{label}:{x}"
+        return inner
+    """
+    _, marked = _both(
+        lab,
+        source,
+        {
+            "functions": [
+                {"qualname": "Secretive.run", "name": "run[{self.__tag}:{n}]"},
+                {"qualname": "outer.inner", "name": "inner[{label}/{x}]"},
+            ]
+        },
+    )
+    assert marked.Secretive().run(2) == 3
+    assert marked.outer("L")(5) == "L:5"
+    assert recording.names_entered() == ["run[hidden:2]", "inner[L/5]"]
+
+
+def test_a_failing_template_falls_back_to_its_text(lab: ModuleLab) -> None:
+    source = """
+    def f(x):
+        return x * 2
+    """
+    _, marked = _both(lab, source, {"functions": [{"qualname": "f", "name": "f[{x.missing}]"}]})
+    with pytest.warns(UserWarning, match="could not be computed"):
+        assert marked.f(4) == 8
+    assert recording.names_entered() == ["f[{x.missing}]"]
