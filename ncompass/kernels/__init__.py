@@ -1,0 +1,86 @@
+"""Triton kernels that stand in for PyTorch ops, with an autotuner and PyTorch fallbacks.
+
+Ops (:mod:`ncompass.kernels.ops`): ``conv2d``, ``linear``, ``matmul``, ``layer_norm``,
+``rms_norm``, each with the signature of its PyTorch counterpart. A call runs the Triton kernel
+when its support conditions hold (dtype, layout, no autograd, a CUDA device or
+``TRITON_INTERPRET=1``) and PyTorch otherwise; :func:`stats` counts which, and why.
+
+Swapping them into code you do not own:
+
+- a spec: ``replace: [{name: torch.nn.Linear, with: "ncompass.kernels:Linear"}]``;
+- the patch API: :func:`patch_conv2d` / :func:`unpatch_conv2d` (and ``linear``, ...);
+- the modules :class:`Conv2d`, :class:`Linear`, :class:`LayerNorm`, :class:`RMSNorm`.
+
+Importing this package imports neither torch nor triton; the names below load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ncompass.kernels.errors import KernelError
+from ncompass.kernels.stats import OpStats, reset_stats, stats
+
+if TYPE_CHECKING:
+    from ncompass.kernels import ops
+    from ncompass.kernels.modules import Conv2d, LayerNorm, Linear, RMSNorm
+    from ncompass.kernels.patch import (
+        patch,
+        patch_conv2d,
+        patch_linear,
+        patched,
+        unpatch,
+        unpatch_conv2d,
+        unpatch_linear,
+    )
+
+# public name -> module that defines it
+_LAZY: dict[str, str] = {
+    "Conv2d": "ncompass.kernels.modules",
+    "LayerNorm": "ncompass.kernels.modules",
+    "Linear": "ncompass.kernels.modules",
+    "RMSNorm": "ncompass.kernels.modules",
+    "patch": "ncompass.kernels.patch",
+    "patch_conv2d": "ncompass.kernels.patch",
+    "patch_linear": "ncompass.kernels.patch",
+    "patched": "ncompass.kernels.patch",
+    "unpatch": "ncompass.kernels.patch",
+    "unpatch_conv2d": "ncompass.kernels.patch",
+    "unpatch_linear": "ncompass.kernels.patch",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ops":
+        return importlib.import_module("ncompass.kernels.ops")
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'ncompass.kernels' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | {"ops"})
+
+
+__all__ = [
+    "Conv2d",
+    "KernelError",
+    "LayerNorm",
+    "Linear",
+    "OpStats",
+    "RMSNorm",
+    "ops",
+    "patch",
+    "patch_conv2d",
+    "patch_linear",
+    "patched",
+    "reset_stats",
+    "stats",
+    "unpatch",
+    "unpatch_conv2d",
+    "unpatch_linear",
+]

@@ -1,0 +1,299 @@
+"""The persistent autotune cache: one JSON file per kernel version, Triton version and device.
+
+A file holds the choices for every (dtype, shape bucket) tuned so far::
+
+    $XDG_CACHE_HOME/ncompass/autotune/gemm-3f2a9c1b04de-triton3.9.0-nvidia-a100-sm_80.json
+    {"format": 1, "kernel": "gemm", "source_hash": "...", "triton": "3.9.0",
+     "device": {"name": "NVIDIA A100", "capability": "sm_80"},
+     "entries": {"float16/m4096-n4096-k4096": {"config": {"BLOCK_M": 128, ...}, "ms": 0.41, ...}}}
+
+Editing a kernel changes its source hash and so its file: stale choices are never read.
+Writers take an exclusive ``flock`` on ``FILE.lock`` around read-merge-write and replace the file
+atomically (write a temporary file, then ``os.replace``), so concurrent processes neither lose
+each other's entries nor leave a half-written file; readers need no lock. A file that does not
+parse is reported once, moved aside to ``FILE.corrupt`` by the next writer, and tuned again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ncompass.kernels.autotune.config import KernelConfig
+from ncompass.kernels.autotune.device import DeviceIdentity
+
+FORMAT = 1
+CACHE_DIR_VARIABLE = "NCOMPASS_AUTOTUNE_DIR"
+
+
+class AutotuneCacheWarning(UserWarning):
+    """The autotune cache could not be read or written; tuning goes on without it."""
+
+
+def default_cache_dir() -> Path:
+    """``$NCOMPASS_AUTOTUNE_DIR``, else ``$XDG_CACHE_HOME/ncompass/autotune`` (``~/.cache``)."""
+    override = os.environ.get(CACHE_DIR_VARIABLE)
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "ncompass" / "autotune"
+
+
+@dataclass(frozen=True)
+class TuningKey:
+    """Everything a tuning result depends on.
+
+    Attributes:
+        kernel: The kernel's name (``gemm``, ``conv2d``, ``norm``).
+        source_hash: Hash of the kernel's source files.
+        triton: The Triton version (its compiler decides what a config costs).
+        device: The device model.
+        dtype: The operands' dtype.
+        bucket: The problem's shape bucket.
+    """
+
+    kernel: str
+    source_hash: str
+    triton: str
+    device: DeviceIdentity
+    dtype: str
+    bucket: str
+
+    @property
+    def entry(self) -> str:
+        """The key of this result inside its file."""
+        return f"{self.dtype}/{self.bucket}"
+
+    @property
+    def file_name(self) -> str:
+        """The file holding this result."""
+        triton = self.triton.replace("/", "-")
+        return f"{self.kernel}-{self.source_hash[:12]}-triton{triton}-{self.device.slug()}.json"
+
+
+@dataclass(frozen=True)
+class CachedChoice:
+    """A tuning result as stored.
+
+    Attributes:
+        config: The fastest candidate.
+        ms: Its measured time.
+        candidates: How many candidates were measured.
+        timer: Which timer measured them (``cuda-events`` or ``cpu``).
+    """
+
+    config: KernelConfig
+    ms: float
+    candidates: int
+    timer: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form."""
+        return {
+            "config": self.config.to_json(),
+            "ms": self.ms,
+            "candidates": self.candidates,
+            "timer": self.timer,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> CachedChoice:
+        """Read the stored form.
+
+        Raises:
+            ValueError: it is not a choice.
+        """
+        if not isinstance(data, dict):
+            raise ValueError("an entry is not an object")
+        try:
+            return cls(
+                KernelConfig.from_json(data["config"]),
+                float(data["ms"]),
+                int(data["candidates"]),
+                str(data["timer"]),
+            )
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"an entry lacks or mistypes {error}") from None
+
+
+@dataclass(frozen=True)
+class CacheFile:
+    """One cache file as read back (for ``ncompass kernels list``)."""
+
+    path: Path
+    kernel: str
+    source_hash: str
+    triton: str
+    device: DeviceIdentity
+    entries: dict[str, CachedChoice]
+
+
+class TuningCache:
+    """The autotune cache under ``root`` (default: :func:`default_cache_dir`)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else default_cache_dir()
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def path(self, key: TuningKey) -> Path:
+        """The file ``key`` lives in."""
+        return self.root / key.file_name
+
+    def lookup(self, key: TuningKey) -> CachedChoice | None:
+        """The stored choice for ``key``, or None (missing, unreadable or corrupt file)."""
+        path = self.path(key)
+        try:
+            document = _parse(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as error:
+            self._warn(path, f"cannot read {path} ({error}); tuning again")
+            return None
+        entry = document["entries"].get(key.entry)
+        if entry is None:
+            return None
+        try:
+            return CachedChoice.from_json(entry)
+        except ValueError as error:
+            self._warn(path, f"{path}: entry {key.entry!r} is invalid ({error}); tuning again")
+            return None
+
+    def store(self, key: TuningKey, choice: CachedChoice) -> None:
+        """Add (or replace) the choice for ``key``, keeping every other process's entries.
+
+        A cache that cannot be written (read-only folder, full disk) is reported once; the
+        choice still serves this process.
+        """
+        path = self.path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock, _exclusive(path.with_name(path.name + ".lock")):
+                document = self._read_for_update(path, key)
+                document["entries"][key.entry] = choice.to_json()
+                _write_atomically(path, json.dumps(document, indent=1, sort_keys=True))
+        except OSError as error:
+            self._warn(path, f"cannot write the autotune cache {path} ({error})")
+
+    def files(self) -> list[CacheFile]:
+        """Every readable cache file under the root, sorted by name (corrupt ones skipped)."""
+        found: list[CacheFile] = []
+        for path in sorted(self.root.glob("*.json")):
+            try:
+                document = _parse(path.read_text(encoding="utf-8"))
+                entries = {
+                    name: CachedChoice.from_json(value)
+                    for name, value in document["entries"].items()
+                }
+            except (OSError, ValueError):
+                continue
+            device = document["device"]
+            found.append(
+                CacheFile(
+                    path,
+                    document["kernel"],
+                    document["source_hash"],
+                    document["triton"],
+                    DeviceIdentity(device["name"], device["capability"]),
+                    entries,
+                )
+            )
+        return found
+
+    def _read_for_update(self, path: Path, key: TuningKey) -> dict[str, Any]:
+        """The current document (under the lock); a corrupt one is moved aside."""
+        try:
+            return _parse(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            pass
+        except ValueError as error:
+            aside = path.with_name(path.name + ".corrupt")
+            os.replace(path, aside)
+            self._warn(path, f"{path} was corrupt ({error}); moved to {aside.name}, starting anew")
+        return {
+            "format": FORMAT,
+            "kernel": key.kernel,
+            "source_hash": key.source_hash,
+            "triton": key.triton,
+            "device": {"name": key.device.name, "capability": key.device.capability},
+            "entries": {},
+        }
+
+    def _warn(self, path: Path, message: str) -> None:
+        if str(path) not in self._warned:
+            self._warned.add(str(path))
+            warnings.warn(message, AutotuneCacheWarning, stacklevel=3)
+
+
+def _parse(text: str) -> dict[str, Any]:
+    """A cache document, checked for shape.
+
+    Raises:
+        ValueError: not JSON, or not a cache document of this format.
+    """
+    document = json.loads(text)  # JSONDecodeError is a ValueError
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ValueError(f"not an autotune cache of format {FORMAT}")
+    if not isinstance(document.get("entries"), dict) or not isinstance(
+        document.get("device"), dict
+    ):
+        raise ValueError("no 'entries' or 'device' object")
+    for field in ("kernel", "source_hash", "triton"):
+        if not isinstance(document.get(field), str):
+            raise ValueError(f"no {field!r}")
+    return document
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (a plain file that is never removed).
+
+    Removing lock files would let two processes lock different inodes of the same name.
+    Without ``fcntl`` (Windows) writers are not serialised: the atomic replace still keeps the
+    file whole, but an entry written at the same moment may be lost and tuned again later.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file next to ``path``, flush it to disk, then replace."""
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+__all__ = [
+    "CACHE_DIR_VARIABLE",
+    "AutotuneCacheWarning",
+    "CacheFile",
+    "CachedChoice",
+    "TuningCache",
+    "TuningKey",
+    "default_cache_dir",
+]

@@ -1,0 +1,72 @@
+"""Where the Triton kernels can run: a CUDA device, or Triton's interpreter on the CPU.
+
+Nothing here imports triton: whether it is installed is asked of the import system, and the
+interpreter switch is read from the environment the way Triton reads it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+_TRUE = {"1", "true", "on", "yes", "y"}
+
+
+def interpreter_requested() -> bool:
+    """Whether ``TRITON_INTERPRET`` asks Triton to interpret kernels (as Triton parses it)."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in _TRUE
+
+
+@cache
+def _installed(distribution_module: str) -> bool:
+    return (
+        distribution_module in sys.modules
+        or importlib.util.find_spec(distribution_module) is not None
+    )
+
+
+def triton_installed() -> bool:
+    """Whether triton can be imported (answered without importing it)."""
+    return _installed("triton")
+
+
+def unavailable_reason(tensors: Iterable[Any | None], kernel_module: str) -> str | None:
+    """Why the kernel in ``kernel_module`` cannot run on ``tensors`` here, or None if it can.
+
+    Args:
+        tensors: The call's tensors (None entries, for an absent bias, are skipped).
+        kernel_module: The module defining the kernel; when it is already imported, its mode
+            (compiled or interpreted, fixed when it was imported) must suit the device.
+    """
+    devices = {tensor.device for tensor in tensors if tensor is not None}
+    if len(devices) != 1:
+        return "tensors on different devices"
+    (device,) = devices
+    if not triton_installed():
+        return "triton is not installed (pip install 'ncompass[kernels]')"
+    loaded = sys.modules.get(kernel_module)
+    interpreted = (
+        getattr(loaded, "INTERPRETED", False) if loaded is not None else interpreter_requested()
+    )
+    if device.type == "cuda":
+        return None  # compiled, or interpreted with copies through the host
+    if device.type != "cpu":
+        return f"tensors on {device.type}: the kernels need a CUDA device"
+    if interpreted:
+        return None if _installed("numpy") else "Triton's interpreter needs numpy"
+    if interpreter_requested():
+        return (
+            "the kernels were loaded before TRITON_INTERPRET=1 was set; set it before the "
+            "first kernel call"
+        )
+    return (
+        "no CUDA device: tensors on cpu "
+        "(set TRITON_INTERPRET=1 to run the kernels in Triton's interpreter)"
+    )
+
+
+__all__ = ["interpreter_requested", "triton_installed", "unavailable_reason"]

@@ -1,0 +1,180 @@
+"""The ops: PyTorch-compatible functions that run a Triton kernel when they can.
+
+Each op has the signature of the PyTorch function it stands for (plus a keyword-only
+``activation`` on the GEMM-shaped ones), so a spec can swap ``F.conv2d`` or ``F.linear`` for it.
+A call checks the kernel's conditions (:mod:`~ncompass.kernels.conditions`) and where the kernel
+can run (:mod:`~ncompass.kernels.backend`); if either says no, it runs the PyTorch reference and
+counts the reason (:func:`ncompass.kernels.stats`).
+
+While a torch profiler records, each call is a ``user_annotation`` range named
+``ncompass.kernels.<op>[triton]`` or ``ncompass.kernels.<op>[pytorch]``, so a trace shows which
+path ran inside the user's own markers.
+
+Example:
+    >>> from ncompass.kernels import ops
+    >>> out = ops.conv2d(x, w, b, stride=(1, 1), padding=(1, 1))
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import torch
+
+from ncompass.kernels import conditions, execute, reference
+from ncompass.kernels.backend import unavailable_reason
+from ncompass.kernels.catalog import KERNEL_MODULES, OPS
+from ncompass.kernels.stats import record_fallback, record_kernel
+
+_IDLE = contextlib.nullcontext()
+
+
+def conv2d(
+    input: Any,
+    weight: Any,
+    bias: Any | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+    *,
+    activation: str | None = None,
+) -> Any:
+    """``torch.nn.functional.conv2d`` (then ``activation``) on the implicit-GEMM kernel.
+
+    3-D (unbatched) inputs are treated as a batch of one, as PyTorch does.
+    """
+    act = conditions.check_activation(activation)
+    if input.dim() == 3 and weight.dim() == 4:
+        batched = input.unsqueeze(0)
+        return conv2d(batched, weight, bias, stride, padding, dilation, groups, activation=act)[0]
+    problem = conditions.conv2d_problem(input, weight, bias, stride, padding, dilation, groups, act)
+    return _dispatch(
+        "conv2d",
+        problem,
+        (input, weight, bias),
+        lambda problem: execute.conv2d_launch(problem, input, weight, bias).run(),
+        lambda: reference.conv2d(input, weight, bias, stride, padding, dilation, groups, act),
+    )
+
+
+def linear(
+    input: Any, weight: Any, bias: Any | None = None, *, activation: str | None = None
+) -> Any:
+    """``torch.nn.functional.linear`` (then ``activation``) on the GEMM kernel.
+
+    ``input`` is ``(..., K)``; the weight is read transposed in place, never copied.
+    """
+    act = conditions.check_activation(activation)
+
+    def fallback() -> Any:
+        return reference.linear(input, weight, bias, act)
+
+    if input.dim() == 0:
+        return _fall_back("linear", "shapes do not match", fallback)
+    if input.numel() == 0:
+        return _fall_back("linear", "empty tensor", fallback)
+    if not input.is_contiguous():
+        return _fall_back("linear", "input is not contiguous", fallback)
+    rows = input.reshape(-1, input.shape[-1])  # a view: the input is contiguous
+    problem = conditions.gemm_problem(rows, weight, bias, act, b_is_weight=True)
+    leading = tuple(input.shape[:-1])
+
+    def kernel(problem: Any) -> Any:
+        out = execute.gemm_launch(problem, rows, weight.t(), bias).run()
+        return out.reshape(*leading, problem.n)
+
+    return _dispatch("linear", problem, (input, weight, bias), kernel, fallback)
+
+
+def matmul(a: Any, b: Any, *, activation: str | None = None) -> Any:
+    """``a @ b`` (then ``activation``) for 2-D operands on the GEMM kernel."""
+    act = conditions.check_activation(activation)
+    problem = conditions.gemm_problem(a, b, None, act, b_is_weight=False)
+    return _dispatch(
+        "matmul",
+        problem,
+        (a, b),
+        lambda problem: execute.gemm_launch(problem, a, b, None).run(),
+        lambda: reference.matmul(a, b, act),
+    )
+
+
+def layer_norm(
+    input: Any,
+    normalized_shape: Sequence[int] | int,
+    weight: Any | None = None,
+    bias: Any | None = None,
+    eps: float = 1e-5,
+) -> Any:
+    """``torch.nn.functional.layer_norm`` on the fused row-normalisation kernel."""
+    problem = conditions.norm_problem(input, normalized_shape, weight, bias, eps, rms=False)
+    return _dispatch(
+        "layer_norm",
+        problem,
+        (input, weight, bias),
+        lambda problem: execute.norm_launch(problem, input, weight, bias).run(),
+        lambda: reference.layer_norm(input, normalized_shape, weight, bias, eps),
+    )
+
+
+def rms_norm(
+    input: Any,
+    normalized_shape: Sequence[int] | int,
+    weight: Any | None = None,
+    eps: float | None = None,
+) -> Any:
+    """``torch.nn.functional.rms_norm`` on the fused row-normalisation kernel.
+
+    ``eps=None`` means ``torch.finfo(input.dtype).eps``, as in PyTorch.
+    """
+    resolved = eps
+    if resolved is None:
+        resolved = torch.finfo(input.dtype).eps if input.is_floating_point() else 0.0
+    problem = conditions.norm_problem(input, normalized_shape, weight, None, resolved, rms=True)
+    return _dispatch(
+        "rms_norm",
+        problem,
+        (input, weight),
+        lambda problem: execute.norm_launch(problem, input, weight, None).run(),
+        lambda: reference.rms_norm(input, normalized_shape, weight, eps),
+    )
+
+
+def _dispatch(
+    op: str,
+    problem: Any,
+    tensors: tuple[Any, ...],
+    kernel: Callable[[Any], Any],
+    fallback: Callable[[], Any],
+) -> Any:
+    """Run ``kernel(problem)`` if ``problem`` is supported and a device can run it."""
+    reason = (
+        problem
+        if isinstance(problem, str)
+        else unavailable_reason(tensors, KERNEL_MODULES[OPS[op].kernel])
+    )
+    if reason is not None:
+        return _fall_back(op, reason, fallback)
+    record_kernel(op)
+    with _marker(f"ncompass.kernels.{op}[triton]"):
+        return kernel(problem)
+
+
+def _fall_back(op: str, reason: str, fallback: Callable[[], Any]) -> Any:
+    record_fallback(op, reason)
+    with _marker(f"ncompass.kernels.{op}[pytorch]"):
+        return fallback()
+
+
+def _marker(name: str) -> contextlib.AbstractContextManager[Any]:
+    """A profiler range while a torch profiler records; nothing otherwise."""
+    # the flag torch's own record_function paths read; True only while a profiler runs
+    if torch.autograd.profiler._is_profiler_enabled:
+        return cast("contextlib.AbstractContextManager[Any]", torch.profiler.record_function(name))
+    return _IDLE
+
+
+__all__ = ["conv2d", "layer_norm", "linear", "matmul", "rms_norm"]
