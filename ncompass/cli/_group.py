@@ -29,6 +29,10 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "The iterative loop: run, drill, run again.",
     ),
     "monitor": ("ncompass.cli._monitor:monitor_command", "GPU utilisation while a command runs."),
+    "convert": (
+        "ncompass.cli._convert:convert_command",
+        "Convert an Nsight Systems report to a Chrome trace.",
+    ),
 }
 
 USER_ERROR_EXIT_CODE = 2
