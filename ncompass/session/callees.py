@@ -193,13 +193,45 @@ def _callable_of_class(
 def _callable_by_path(dotted: str, lookup: SourceLookup) -> Callee | None:
     module_name, _, class_name = dotted.rpartition(".")
     other = lookup(module_name) if module_name else None
-    if other is None:
+    if other is not None:
+        for method in _CALL_METHODS:
+            found = other.scopes.get(f"{class_name}.{method}")
+            if found is not None:
+                return Callee(found.qualname, module=module_name)
+    # Packages re-export classes (``torch.nn.Linear`` lives in ``torch.nn.modules.linear``):
+    # ask the installed library itself, which is safe to import (unlike the user's own code).
+    library = _installed_library(module_name)
+    if library is None:
+        return None
+    found = getattr(library, class_name, None)
+    if not isinstance(found, type):
         return None
     for method in _CALL_METHODS:
-        found = other.scopes.get(f"{class_name}.{method}")
-        if found is not None:
-            return Callee(found.qualname, module=module_name)
+        function = inspect.getattr_static(found, method, None)
+        if isinstance(function, FunctionType):
+            return _function_callee(function)
     return None
+
+
+def _installed_library(module_name: str) -> Any:
+    """The module, imported, when it is already loaded or an installed third-party library."""
+    import importlib
+    import importlib.util
+
+    loaded = sys.modules.get(module_name)
+    if loaded is not None:
+        return loaded
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None) or ""
+    if "site-packages" not in origin and "dist-packages" not in origin:
+        return None
+    try:
+        return importlib.import_module(module_name)
+    except Exception:  # a library that fails to import is simply not followed
+        return None
 
 
 def _live_function(callee: str, module_name: str | None, index: StatementIndex) -> Callee | None:
