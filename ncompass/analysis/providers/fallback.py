@@ -1,0 +1,28 @@
+"""The warning every provider gives when it hands a call to its fallback."""
+
+from __future__ import annotations
+
+import warnings
+
+
+class ProviderFallbackWarning(UserWarning):
+    """A provider failed (service down, timeout, invalid answer) and its fallback answered."""
+
+
+def warn_fallback(provider: str, what: str, reason: str, fallback: str) -> None:
+    """Say which provider failed at what, why, and who answers instead.
+
+    Args:
+        provider: The failing provider, with its URL (``"analysis service at http://..."``).
+        what: The call (``"summarize run.json"``).
+        reason: What went wrong, ending with what the user can do when there is something.
+        fallback: The name of the provider that answers instead.
+    """
+    warnings.warn(
+        f"{provider}: {what} failed: {reason}; using the {fallback} provider instead",
+        ProviderFallbackWarning,
+        stacklevel=3,
+    )
+
+
+__all__ = ["ProviderFallbackWarning", "warn_fallback"]

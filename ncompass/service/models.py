@@ -1,0 +1,143 @@
+"""Request and response bodies of the analysis service's HTTP API (version 1)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+API_VERSION = 1
+
+JobKind = Literal["summarize", "analyze", "filter", "propose-markers"]
+JobState = Literal["queued", "running", "done", "failed"]
+# trace: the uploaded trace cannot be read; input: the request names something that cannot be
+# used; internal: the service failed (clients fall back to their own engine).
+ErrorKind = Literal["trace", "input", "internal"]
+
+
+class _Body(BaseModel):
+    # Unknown keys are errors: a misspelt option should not be silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+class LimitsInfo(BaseModel):
+    """The bounds a client should respect before sending anything."""
+
+    max_upload_bytes: int
+    max_request_bytes: int
+    max_storage_bytes: int
+    retention_s: float
+    max_queued_jobs: int
+
+
+class HealthInfo(BaseModel):
+    """``GET /v1/health``: the service is up, what it runs and what it accepts."""
+
+    status: Literal["ok"] = "ok"
+    service: Literal["ncompass"] = "ncompass"
+    api: int = API_VERSION
+    version: str
+    provider: str = Field(description="The analysis provider jobs run with (e.g. 'builtin').")
+    auth: bool = Field(description="Whether requests other than health need a bearer token.")
+    limits: LimitsInfo
+    jobs: dict[str, int] = Field(description="Jobs by status.")
+
+
+class UploadInfo(BaseModel):
+    """``POST /v1/uploads``: the stored trace, referenced by ``upload_id`` from then on."""
+
+    upload_id: str
+    name: str
+    bytes: int
+    gzip: bool
+    expires_in_s: float
+
+
+class SummarizeRequest(_Body):
+    """Summarize an uploaded trace."""
+
+    upload_id: str
+    top: int = Field(20, ge=1, le=1000, description="Markers, kernels and operators listed.")
+
+
+class AnalyzeRequest(SummarizeRequest):
+    """Summarize an uploaded trace around what the user asked."""
+
+    feedback_context: dict[str, Any] = Field(
+        description="``feedback_text``, ``target_module`` (and any other keys) of the question."
+    )
+
+
+class FilterRequest(_Body):
+    """Filter an uploaded trace down to its markers (and what they launched)."""
+
+    upload_id: str
+    include_cuda_kernels: bool = True
+    include_direct_children: bool = False
+    min_duration_us: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    gzip: bool = Field(False, description="Compress the result (.json.gz).")
+
+
+class ProposeMarkersRequest(_Body):
+    """Ask the service's provider for the next markers (see ``MarkerRequest``)."""
+
+    spec: dict[str, Any]
+    summary: dict[str, Any]
+    markers: list[dict[str, Any]]
+    feedback: dict[str, Any] | None = None
+    sources: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+
+class JobInfo(BaseModel):
+    """A job and where it stands; poll ``GET /v1/jobs/{job_id}`` until ``done`` or ``failed``."""
+
+    job_id: str
+    kind: JobKind
+    status: JobState
+    upload_id: str | None = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    result_url: str | None = Field(
+        None, description="Where to download the result once the job is done."
+    )
+
+
+class ProposalResult(BaseModel):
+    """The result of a ``propose-markers`` job: version 1 target dicts, or null (no proposal)."""
+
+    targets: list[dict[str, Any]] | None
+
+
+class SummaryResult(BaseModel):
+    """The result of a ``summarize`` or ``analyze`` job (the seed's summary shape)."""
+
+    markdown: str
+    structured: dict[str, Any]
+
+
+class ErrorInfo(BaseModel):
+    """Every error answer: one message saying what is wrong and what to do."""
+
+    detail: str
+
+
+__all__ = [
+    "API_VERSION",
+    "AnalyzeRequest",
+    "ErrorInfo",
+    "ErrorKind",
+    "FilterRequest",
+    "HealthInfo",
+    "JobInfo",
+    "JobKind",
+    "JobState",
+    "LimitsInfo",
+    "ProposalResult",
+    "ProposeMarkersRequest",
+    "SummarizeRequest",
+    "SummaryResult",
+    "UploadInfo",
+]
