@@ -33,6 +33,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "ncompass.cli._convert:convert_command",
         "Convert an Nsight Systems report to a Chrome trace.",
     ),
+    "serve": ("ncompass.cli._serve:serve_command", "Run the analysis service (FastAPI)."),
 }
 
 USER_ERROR_EXIT_CODE = 2
