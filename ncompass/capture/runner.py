@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ncompass.capture.backends import make_profiler
+from ncompass.capture.backends.nvtx import INJECTION_ENV as NVTX_INJECTION_ENV
 from ncompass.capture.decorator import PROFILE_ENV
 from ncompass.capture.environment import scoped_environment
 from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline, finish, start_monitor
@@ -109,7 +110,11 @@ def run(options: RunOptions) -> RunResult:
     name = options.trace_name or timestamped_name(Path(entry).stem if options.script else entry)
     trace_path = folder / f"{safe_name(name)}.json" if options.trace_name else None
     probe = make_profiler(options.profiler, Path(os.devnull))
-    config = load_specs(options.specs, probe.marker_context)
+    default_context = probe.marker_context
+    if default_context == "torch" and os.environ.get(NVTX_INJECTION_ENV):
+        # run under an NVTX tool (`nsys profile ncompass run ...`): show markers there too
+        default_context = "torch+nvtx"
+    config = load_specs(options.specs, default_context)
     if options.full_trace:
         config = config.model_copy(update={"full_trace_mode": True})
     if trace_path is None and options.profiler == "torch":
