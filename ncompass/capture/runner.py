@@ -21,9 +21,11 @@ import orjson
 
 from ncompass.capture.backends import make_profiler
 from ncompass.capture.backends.nvtx import INJECTION_ENV as NVTX_INJECTION_ENV
+from ncompass.capture.child_run import needs_child_process, run_in_child
 from ncompass.capture.decorator import PROFILE_ENV
 from ncompass.capture.environment import scoped_environment
 from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline, finish, start_monitor
+from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
 from ncompass.capture.trace_files import (
     TRACE_DIR_ENV,
     claim_trace_path,
@@ -51,11 +53,16 @@ class RunOptions:
         script: The script to run (or None with ``module``).
         module: The module to run as ``-m`` (or None with ``script``).
         args: Arguments for the script.
-        profiler: ``torch``, ``nvtx`` or ``none``.
+        profiler: ``torch``, ``nvtx``, ``nvtx-trace`` (the NVTX recorder, in a child process)
+            or ``none``.
         output_dir: Trace folder (default ``$NCOMPASS_TRACE_DIR`` or ``traces``).
         trace_name: Trace file name without ``.json`` (default: ``<script>-<time>``); an
             existing file of that name is replaced.
         record_shapes / profile_memory / with_stack: torch profiler options.
+        nsys: Run under ``nsys profile`` (in a child process) and convert its report;
+            ``profiler`` is then ignored: markers are NVTX ranges.
+        nsys_args: More options for ``nsys profile``.
+        reexecuted: Internal: set in the child that ``nsys``/``nvtx-trace`` runs re-execute.
     """
 
     specs: Sequence[str | Path | RewriteConfig] = ()
@@ -70,6 +77,9 @@ class RunOptions:
     with_stack: bool = False
     full_trace: bool = False
     gpu_monitor: GpuMonitorOptions | None = None
+    nsys: bool = False
+    nsys_args: Sequence[str] = ()
+    reexecuted: bool = False
 
 
 @dataclass
@@ -105,6 +115,8 @@ def run(options: RunOptions) -> RunResult:
     """
     if (options.script is None) == (options.module is None):
         raise ValueError("give exactly one of script or module")
+    if needs_child_process(options):
+        return run_in_child(options)
     folder = trace_dir(options.output_dir)
     entry = options.script or options.module or "run"
     name = options.trace_name or timestamped_name(Path(entry).stem if options.script else entry)
@@ -115,6 +127,8 @@ def run(options: RunOptions) -> RunResult:
         # run under an NVTX tool (`nsys profile ncompass run ...`): show markers there too
         default_context = "torch+nvtx"
     config = load_specs(options.specs, default_context)
+    if probe.marker_context == "nvtx":  # torch markers would record nothing: NVTX too
+        record_torch_markers_with_nvtx(config)
     if options.full_trace:
         config = config.model_copy(update={"full_trace_mode": True})
     if trace_path is None and options.profiler == "torch":

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
 import click
 
 from ncompass.capture.backends.base import PROFILERS
+from ncompass.capture.child_run import CHILD_REPORT_OPTION
 from ncompass.gpu import DeviceSpec
 
 
@@ -26,10 +28,23 @@ from ncompass.gpu import DeviceSpec
 @click.option(
     "--profiler",
     type=click.Choice(PROFILERS),
-    default="torch",
-    show_default=True,
-    help="torch: write a Chrome trace; nvtx: NVTX ranges for Nsight Systems; none: rewrite only.",
+    default=None,
+    help="torch (default): the PyTorch profiler's Chrome trace; nvtx: NVTX ranges for an "
+    "attached tool; nvtx-trace: NVTX ranges recorded without Nsight into a Chrome trace; "
+    "none: rewrite only.",
 )
+@click.option(
+    "--nsys",
+    is_flag=True,
+    help="Run under Nsight Systems (nsys profile) and convert its report to a Chrome trace.",
+)
+@click.option(
+    "--nsys-args",
+    default="",
+    metavar="ARGS",
+    help='More options for nsys profile, as one string: --nsys-args "--cuda-memory-usage=true".',
+)
+@click.option(CHILD_REPORT_OPTION, "child_report", hidden=True, type=click.Path(path_type=Path))
 @click.option(
     "--output-dir",
     "-o",
@@ -61,7 +76,10 @@ from ncompass.gpu import DeviceSpec
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def run_command(
     configs: tuple[Path, ...],
-    profiler: str,
+    profiler: str | None,
+    nsys: bool,
+    nsys_args: str,
+    child_report: Path | None,
     output_dir: Path | None,
     trace_name: str | None,
     record_shapes: bool,
@@ -84,6 +102,13 @@ def run_command(
     from ncompass.capture.gpu_timeline import GpuMonitorOptions
     from ncompass.capture.runner import RunOptions, run
 
+    if nsys and profiler not in (None, "nvtx"):
+        raise click.UsageError(
+            f"--nsys records with Nsight Systems: leave out --profiler {profiler} "
+            "(markers are NVTX ranges)"
+        )
+    if nsys_args and not nsys:
+        raise click.UsageError("--nsys-args needs --nsys")
     args = list(arguments)
     script: str | None = None
     if module is None:
@@ -95,7 +120,7 @@ def run_command(
         script=script,
         module=module,
         args=args,
-        profiler=profiler,
+        profiler=profiler or "torch",
         output_dir=output_dir,
         trace_name=trace_name,
         record_shapes=record_shapes,
@@ -105,7 +130,14 @@ def run_command(
         gpu_monitor=GpuMonitorOptions(_device(gpu_device), gpu_interval, gpu_backend)
         if gpu_monitor
         else None,
+        nsys=nsys,
+        nsys_args=_split(nsys_args),
+        reexecuted=child_report is not None,
     )
+    if child_report is not None:  # the run --nsys / nvtx-trace started: report back to it
+        from ncompass.capture.child_run import report_to_parent
+
+        raise SystemExit(report_to_parent(options, child_report))
     result = run(options)
     sys.stdout.flush()
     if result.gpu is not None:
@@ -119,6 +151,14 @@ def run_command(
             err=True,
         )
     raise SystemExit(result.exit_code)
+
+
+def _split(text: str) -> list[str]:
+    """``--nsys-args``: one string, split like a shell would."""
+    try:
+        return shlex.split(text)
+    except ValueError as error:
+        raise click.BadParameter(f"{text!r}: {error}", param_hint="--nsys-args") from None
 
 
 def _device(text: str) -> DeviceSpec:

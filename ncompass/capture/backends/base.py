@@ -7,7 +7,7 @@ from typing import Protocol
 
 from ncompass.errors import CaptureError
 
-PROFILERS = ("torch", "nvtx", "none")
+PROFILERS = ("torch", "nvtx", "nvtx-trace", "none")
 
 
 class ProfilerBackend(Protocol):
@@ -55,6 +55,10 @@ def make_profiler(
         from ncompass.capture.backends.nvtx import NvtxProfiler
 
         return NvtxProfiler()
+    if name == "nvtx-trace":
+        from ncompass.capture.backends.nvtx_trace import NvtxTraceProfiler
+
+        return NvtxTraceProfiler(output_path)
     if name == "none":
         from ncompass.capture.backends.none import NoProfiler
 

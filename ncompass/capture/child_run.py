@@ -1,0 +1,291 @@
+"""Runs that must start a fresh process: ``--nsys`` and ``--profiler nvtx-trace``.
+
+An NVTX tool attaches when a process makes its first NVTX call, through
+``NVTX_INJECTION64_PATH``; it cannot be attached to the process already running
+``ncompass run``. So the parent re-executes the same run, ``python -m ncompass run ...`` with
+the same specs, script and arguments, in a child that has the tool: ``nsys profile`` starts it,
+or the parent sets the recorder's variables. The child runs the script like any run (its
+markers are NVTX ranges, its sidecar is written beside the trace-to-be) and reports back
+through a small JSON file: the script's exit code, or the ncompass error that stopped it. When
+the child has exited, the parent turns what the tool recorded into the Chrome trace.
+
+The script's output goes straight to the terminal, and Ctrl-C reaches the child as usual: the
+parent waits for it and still writes what was recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+
+from ncompass import errors
+from ncompass.capture.trace_files import (
+    claim_trace_path,
+    safe_name,
+    sidecar_path,
+    timestamped_name,
+    trace_dir,
+)
+from ncompass.errors import CaptureError, NcompassError
+from ncompass.importer.script import ScriptNotFoundError
+
+if TYPE_CHECKING:
+    from ncompass.capture.runner import RunOptions, RunResult
+    from ncompass.spec.models import RewriteConfig
+
+CHILD_REPORT_OPTION = "--child-report"
+"""The hidden ``ncompass run`` option that makes a run the re-executed child."""
+
+CHILD_PROFILER = "nvtx-trace"
+"""The child's profiler: markers are NVTX ranges, an attached tool records them."""
+
+USER_ERROR_EXIT_CODE = 2
+
+_ERROR_TYPES: dict[str, type[NcompassError]] = {
+    kind.__name__: kind
+    for kind in (
+        errors.CaptureError,
+        errors.ContextError,
+        errors.RewriteError,
+        errors.SpecError,
+        errors.TraceError,
+        ScriptNotFoundError,
+    )
+}
+
+
+class ChildCapture(Protocol):
+    """What records the child and turns its recording into a trace.
+
+    Attributes:
+        name: The profiler as the sidecar names it (``nsys``, ``nvtx-trace``).
+    """
+
+    name: str
+
+    def command(self, child: list[str]) -> list[str]:
+        """The command that starts the child (``child`` is ``python -m ncompass run ...``)."""
+
+    def environment(self) -> dict[str, str]:
+        """Variables added to the child's environment."""
+
+    def write_trace(self, trace_path: Path) -> str:
+        """Write the trace after the child exited; returns a line saying what it holds."""
+
+    def sidecar_extras(self) -> dict[str, Any]:
+        """Keys added to the run's sidecar."""
+
+
+def needs_child_process(options: RunOptions) -> bool:
+    """Whether ``options`` ask for a tool that only attaches to a fresh process."""
+    return not options.reexecuted and (options.nsys or options.profiler == CHILD_PROFILER)
+
+
+def run_in_child(options: RunOptions) -> RunResult:
+    """Run ``options`` again in a child process with an NVTX tool attached; write its trace.
+
+    Raises:
+        SpecError: A spec file is invalid (checked here, before anything starts).
+        ScriptNotFoundError: The script does not exist.
+        CaptureError: The tool is missing (``nsys``, a C compiler), or the child could not run.
+        NcompassError: Whatever stopped the run in the child (a spec that does not match the
+            code, ...), raised again here with the child's message.
+    """
+    from ncompass.capture.runner import RunResult, load_specs
+
+    if options.script is not None and not os.path.isfile(options.script):
+        raise ScriptNotFoundError(
+            f"{options.script}: no such script; check the path (or use -m MODULE)"
+        )
+    config = load_specs(options.specs, "nvtx")
+    folder = trace_dir(options.output_dir)
+    trace_path = _claim(options, folder)
+    with tempfile.TemporaryDirectory(prefix="ncompass-run-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        try:
+            capture = _capture(options, trace_path, scratch)
+        except BaseException:
+            _discard_claim(trace_path)
+            raise
+        report_file = scratch / "child.json"
+        child = child_command(options, folder, trace_path.stem, report_file, scratch)
+        monitor = None
+        if options.gpu_monitor is not None:
+            from ncompass.capture.gpu_timeline import start_monitor
+
+            monitor = start_monitor(options.gpu_monitor)
+        clock = time.perf_counter()
+        returncode = _wait(capture.command(child), {**os.environ, **capture.environment()})
+        duration = time.perf_counter() - clock
+        outcome = _read_report(report_file)
+        if "error" in outcome:
+            if monitor is not None:
+                monitor.stop()
+            _discard_claim(trace_path)
+            raise _error_from_child(outcome)
+        exit_code = int(outcome.get("exit_code", returncode))
+        if not outcome:
+            print(
+                f"ncompass: the run ended before it could report (exit code {exit_code}); "
+                "writing what was recorded",
+                file=sys.stderr,
+            )
+        try:
+            note = capture.write_trace(trace_path)
+        except BaseException:
+            _discard_claim(trace_path)
+            raise
+        print(f"ncompass: {note}", file=sys.stderr)
+    gpu = None
+    if monitor is not None:
+        from ncompass.capture.gpu_timeline import finish
+
+        gpu = finish(monitor, trace_path)  # its samples become counter tracks of the trace
+    sidecar, markers = _complete_sidecar(trace_path, capture, exit_code)
+    return RunResult(exit_code, trace_path, sidecar, markers, duration, config, gpu)
+
+
+def report_to_parent(options: RunOptions, report_file: Path) -> int:
+    """The child's side: run here, then tell the parent how it ended; returns the exit code."""
+    from ncompass.capture.runner import run
+
+    try:
+        result = run(options)
+    except NcompassError as error:
+        _write_json(report_file, {"error": str(error), "error_type": type(error).__name__})
+        return USER_ERROR_EXIT_CODE
+    _write_json(report_file, {"exit_code": result.exit_code})
+    return result.exit_code
+
+
+def child_command(
+    options: RunOptions, folder: Path, trace_name: str, report_file: Path, scratch: Path
+) -> list[str]:
+    """``python -m ncompass run ...``: the same run, as the child that an NVTX tool records.
+
+    Args:
+        options: The run.
+        folder: The trace folder (the child's ``capture_trace`` files go there too).
+        trace_name: The name the parent claimed; the child writes the sidecar for it.
+        report_file: Where the child reports how the run ended.
+        scratch: Where specs given as objects are written for the child to load.
+    """
+    command = [sys.executable, "-m", "ncompass", "run", "--profiler", CHILD_PROFILER]
+    command += [CHILD_REPORT_OPTION, str(report_file)]
+    command += ["--output-dir", str(folder.resolve()), "--trace-name", trace_name]
+    for index, spec in enumerate(options.specs):
+        if not isinstance(spec, (str, Path)):
+            spec = _spec_file(spec, scratch / f"spec-{index}.json")
+        command += ["--config", str(spec)]
+    if options.full_trace:
+        command.append("--full-trace")
+    if options.module is not None:
+        command += ["-m", options.module]
+    else:
+        script = options.script or ""
+        command.append(script if not script.startswith("-") else f".{os.sep}{script}")
+    return command + list(options.args)
+
+
+def _capture(options: RunOptions, trace_path: Path, scratch: Path) -> ChildCapture:
+    if options.nsys:
+        from ncompass.capture.nsys_run import NsysCapture
+
+        return NsysCapture.create(trace_path, list(options.nsys_args))
+    from ncompass.capture.backends.nvtx_trace import RecorderCapture
+
+    return RecorderCapture.create(scratch)
+
+
+def _claim(options: RunOptions, folder: Path) -> Path:
+    """The trace path, reserved as the torch profiler's runs reserve theirs."""
+    if options.trace_name:
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{safe_name(options.trace_name)}.json"
+    entry = options.script or options.module or "run"
+    return claim_trace_path(folder, timestamped_name(Path(entry).stem if options.script else entry))
+
+
+def _discard_claim(trace_path: Path) -> None:
+    try:
+        if trace_path.stat().st_size == 0:
+            trace_path.unlink()
+    except OSError:
+        pass
+
+
+def _wait(command: list[str], env: dict[str, str]) -> int:
+    """Run the child to its end (through Ctrl-C, which reaches it too); its exit code."""
+    try:
+        process = subprocess.Popen(command, env=env)
+    except OSError as error:
+        raise CaptureError(f"cannot start {command[0]}: {error}") from None
+    while True:
+        try:
+            returncode = process.wait()
+            break
+        except KeyboardInterrupt:
+            continue  # the child got the same signal: let it finish and report
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _read_report(report_file: Path) -> dict[str, Any]:
+    try:
+        outcome = orjson.loads(report_file.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}  # the child died before reporting (killed): its exit code tells the rest
+    return outcome if isinstance(outcome, dict) else {}
+
+
+def _error_from_child(outcome: dict[str, Any]) -> NcompassError:
+    """The child's error, of the same class when it is one of ncompass' own."""
+    kind = _ERROR_TYPES.get(str(outcome.get("error_type")), NcompassError)
+    return kind(str(outcome["error"]))
+
+
+def _complete_sidecar(
+    trace_path: Path, capture: ChildCapture, exit_code: int
+) -> tuple[Path | None, list[dict[str, Any]]]:
+    """Name the real profiler in the sidecar the child wrote; returns it and its markers."""
+    path = sidecar_path(trace_path)
+    try:
+        document = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None, []
+    document.update({"profiler": capture.name, "exit_code": exit_code, **capture.sidecar_extras()})
+    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    markers = document.get("markers")
+    return path, markers if isinstance(markers, list) else []
+
+
+def _spec_file(config: RewriteConfig, path: Path) -> Path:
+    """Write a spec object where the child can load it; relative target files made absolute."""
+    document = config.to_dict()
+    for target in document.get("targets", []):
+        file = target.get("file")
+        if file and not os.path.isabs(file):
+            target["file"] = os.path.abspath(file)
+    _write_json(path, document)
+    return path
+
+
+def _write_json(path: Path, document: dict[str, Any]) -> None:
+    path.write_bytes(orjson.dumps(document))
+
+
+__all__ = [
+    "CHILD_PROFILER",
+    "CHILD_REPORT_OPTION",
+    "ChildCapture",
+    "child_command",
+    "needs_child_process",
+    "report_to_parent",
+    "run_in_child",
+]
