@@ -21,7 +21,8 @@ def warn_fallback(provider: str, what: str, reason: str, fallback: str) -> None:
     warnings.warn(
         f"{provider}: {what} failed: {reason}; using the {fallback} provider instead",
         ProviderFallbackWarning,
-        stacklevel=3,
+        # Point at the code that called the provider, past the provider's own frames.
+        stacklevel=4,
     )
 
 

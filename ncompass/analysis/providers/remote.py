@@ -361,8 +361,8 @@ class RemoteProvider:
             result = remote()
         except HttpFailure as failure:
             # The URL is in `where`; the failing endpoint only when it adds something.
-            path = failure.url.removeprefix(self.base_url)
-            self.last_failure = failure.reason + (f" ({path})" if path else "")
+            path = failure.url.removeprefix(self.base_url).partition("?")[0]
+            self.last_failure = f"{path}: {failure.reason}" if path else failure.reason
             if failure.unreachable:
                 self._unreachable_until = time.monotonic() + self.retry_after_s
             warn_fallback(where, what, self.last_failure, self.fallback.name)
