@@ -20,20 +20,23 @@ from ncompass.analysis.providers import (
 )
 from ncompass.analysis.providers.remote import RemoteProvider
 from ncompass.errors import TraceError
+from ncompass.service import BackgroundService, ServiceLimits
 from ncompass.traces import TraceReader, filter_trace
 from tests.service.conftest import SERVER_EXTRA
 from tests.service.doubles import BrokenProvider, ProposingProvider
 from tests.service.endpoints import Request, closed_port_url, http_server, silent_listener
 from tests.traces.builders import shared_trace
 
-pytest.importorskip("fastapi", reason=SERVER_EXTRA)
 
-from ncompass.service import BackgroundService, ServiceLimits
+def running_service(tmp_path: Path, **options: Any) -> BackgroundService:
+    """A service on loopback (the tests of a client talking to nothing need no server extra)."""
+    pytest.importorskip("fastapi", reason=SERVER_EXTRA)
+    return BackgroundService(storage_dir=tmp_path / "store", **options)
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundService]:
-    with BackgroundService(storage_dir=tmp_path_factory.mktemp("store")) as running:
+    with running_service(tmp_path_factory.mktemp("service")) as running:
         yield running
 
 
@@ -215,7 +218,7 @@ def test_a_malformed_summary_falls_back(service: BackgroundService, torch_trace:
 
 
 def test_a_failing_job_falls_back(tmp_path: Path, torch_trace: Path) -> None:
-    with BackgroundService(provider=BrokenProvider(), storage_dir=tmp_path / "s") as service:
+    with running_service(tmp_path, provider=BrokenProvider()) as service:
         provider = RemoteProvider(service.url, BuiltinProvider())
         fallback_summary(provider, torch_trace, "the summarize job failed: internal error")
 
@@ -224,7 +227,7 @@ def test_a_job_that_takes_too_long_falls_back(tmp_path: Path, torch_trace: Path)
     from tests.service.doubles import GatedProvider
 
     gated = GatedProvider()
-    with BackgroundService(provider=gated, storage_dir=tmp_path / "s") as service:
+    with running_service(tmp_path, provider=gated) as service:
         provider = RemoteProvider(service.url, BuiltinProvider(), job_timeout_s=1.0)
         fallback_summary(provider, torch_trace, "still running after 1 s")
         gated.gate.set()
@@ -232,7 +235,7 @@ def test_a_job_that_takes_too_long_falls_back(tmp_path: Path, torch_trace: Path)
 
 def test_a_trace_over_the_upload_limit_is_not_sent(tmp_path: Path, torch_trace: Path) -> None:
     limits = ServiceLimits(max_upload_bytes=1024, max_storage_bytes=1 << 20)
-    with BackgroundService(limits=limits, storage_dir=tmp_path / "s") as service:
+    with running_service(tmp_path, limits=limits) as service:
         provider = RemoteProvider(service.url, BuiltinProvider())
         fallback_summary(provider, torch_trace, "the service accepts uploads up to 1 KiB")
         assert uploads_on(service) == 0
@@ -241,7 +244,7 @@ def test_a_trace_over_the_upload_limit_is_not_sent(tmp_path: Path, torch_trace: 
 def test_a_service_with_a_token(
     tmp_path: Path, torch_trace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with BackgroundService(token="s3cret", storage_dir=tmp_path / "s") as service:
+    with running_service(tmp_path, token="s3cret") as service:
         monkeypatch.delenv("NCOMPASS_ANALYSIS_TOKEN", raising=False)
         without = RemoteProvider(service.url, BuiltinProvider())
         fallback_summary(without, torch_trace, "set NCOMPASS_ANALYSIS_TOKEN")
@@ -277,9 +280,7 @@ def test_service_proposals_are_checked_and_completed(tmp_path: Path) -> None:
     targets = [
         {"module": "demo.model", "ranges": [{"in": "forward", "lines": [2, 3], "name": "yz"}]}
     ]
-    with BackgroundService(
-        provider=ProposingProvider(targets), storage_dir=tmp_path / "s"
-    ) as service:
+    with running_service(tmp_path, provider=ProposingProvider(targets)) as service:
         provider = RemoteProvider(service.url, BuiltinProvider())
         proposal = remote_only(provider, lambda: provider.propose_markers(marker_request()))
     [target] = proposal
@@ -330,9 +331,7 @@ def test_a_service_without_proposals_returns_none(service: BackgroundService) ->
 def test_unsafe_or_invalid_service_proposals_are_refused(
     tmp_path: Path, target: dict[str, Any], reason: str
 ) -> None:
-    with BackgroundService(
-        provider=ProposingProvider([target]), storage_dir=tmp_path / "s"
-    ) as service:
+    with running_service(tmp_path, provider=ProposingProvider([target])) as service:
         provider = RemoteProvider(service.url, BuiltinProvider())
         with pytest.warns(
             ProviderFallbackWarning, match="the proposed markers were refused"

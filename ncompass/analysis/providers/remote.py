@@ -122,14 +122,20 @@ class RemoteProvider:
     ) -> Path:
         """See :meth:`AnalysisProvider.filter`."""
         trace_path, output_path = Path(trace_path), Path(output_path)
-        options = {
+        options: dict[str, Any] = {
             "include_cuda_kernels": include_cuda_kernels,
             "include_direct_children": include_direct_children,
             "min_duration_us": min_duration_us,
         }
 
         def local() -> Path:
-            return self.fallback.filter(trace_path, output_path, **options)  # type: ignore[arg-type]
+            return self.fallback.filter(
+                trace_path,
+                output_path,
+                include_cuda_kernels=include_cuda_kernels,
+                include_direct_children=include_direct_children,
+                min_duration_us=min_duration_us,
+            )
 
         if not trace_path.is_file():
             return local()
