@@ -228,8 +228,8 @@ def test_a_job_that_takes_too_long_falls_back(tmp_path: Path, torch_trace: Path)
 
     gated = GatedProvider()
     with running_service(tmp_path, provider=gated) as service:
-        provider = RemoteProvider(service.url, BuiltinProvider(), job_timeout_s=1.0)
-        fallback_summary(provider, torch_trace, "still running after 1 s")
+        provider = RemoteProvider(service.url, BuiltinProvider(), job_timeout_s=2.0)
+        fallback_summary(provider, torch_trace, "still running after 2 s")
         gated.gate.set()
 
 

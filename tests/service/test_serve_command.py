@@ -45,10 +45,14 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
     )
     try:
         assert process.stderr is not None
-        banner = process.stderr.readline()
-        match = re.search(r"on (http://127\.0\.0\.1:\d+) ", banner)
-        assert match, banner
-        yield match.group(1), banner
+        printed: list[str] = []
+        match = None
+        for line in process.stderr:  # the banner, after whatever Python itself may print
+            printed.append(line)
+            if match := re.search(r"on (http://127\.0\.0\.1:\d+) ", line):
+                break
+        assert match, "".join(printed)
+        yield match.group(1), printed[-1]
     finally:
         process.terminate()
         process.wait(timeout=20)
