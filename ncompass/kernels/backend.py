@@ -22,11 +22,9 @@ def interpreter_requested() -> bool:
 
 
 @cache
-def _installed(distribution_module: str) -> bool:
-    return (
-        distribution_module in sys.modules
-        or importlib.util.find_spec(distribution_module) is not None
-    )
+def _installed(module: str) -> bool:
+    # find_spec says None for a module set to None in sys.modules (how tests hide one)
+    return sys.modules.get(module) is not None or importlib.util.find_spec(module) is not None
 
 
 def triton_installed() -> bool:

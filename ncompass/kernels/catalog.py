@@ -16,7 +16,7 @@ from ncompass.kernels.errors import KernelError
 
 COMMON_CONDITIONS = (
     "float32, float16 or bfloat16, the same for every tensor",
-    "contiguous tensors with fewer than 2**31 elements",
+    "tensors that span fewer than 2**31 elements (the kernels index with int32)",
     "no autograd: forward only (torch.no_grad() or inference_mode)",
     "a CUDA device, or CPU tensors with TRITON_INTERPRET=1 (Triton's interpreter)",
 )
@@ -50,7 +50,7 @@ OPS: dict[str, KernelOp] = {
             "2-D convolution as an implicit GEMM (NCHW), optional bias and fused activation",
             "torch.nn.functional.conv2d",
             (
-                "4-D NCHW input and (K, C, R, S) weight",
+                "4-D NCHW input and (K, C, R, S) weight, both contiguous (not channels_last)",
                 "groups=1, dilation=1",
                 "stride and padding: ints or pairs; padding 'valid', or 'same' with an odd "
                 "kernel and stride 1",
@@ -61,28 +61,34 @@ OPS: dict[str, KernelOp] = {
             "gemm",
             "x @ weight.T + bias with an optional fused activation",
             "torch.nn.functional.linear",
-            ("input (..., K), weight (N, K), bias (N,)",),
+            ("input (..., K), weight (N, K), bias (N,); any strides (transposes are free)",),
         ),
         KernelOp(
             "matmul",
             "gemm",
             "a @ b for 2-D operands with an optional fused activation",
             "torch.matmul",
-            ("2-D operands (M, K) and (K, N)",),
+            ("2-D operands (M, K) and (K, N), any strides",),
         ),
         KernelOp(
             "layer_norm",
             "norm",
             "LayerNorm over the trailing dimensions, one pass, float32 statistics",
             "torch.nn.functional.layer_norm",
-            ("normalised rows of at most 65536 bytes", "weight and bias of the normalized shape"),
+            (
+                "contiguous input, normalised rows of at most 65536 bytes",
+                "weight and bias of the normalized shape",
+            ),
         ),
         KernelOp(
             "rms_norm",
             "norm",
             "RMSNorm over the trailing dimensions, one pass, float32 statistics",
             "torch.nn.functional.rms_norm",
-            ("normalised rows of at most 65536 bytes", "weight of the normalized shape"),
+            (
+                "contiguous input, normalised rows of at most 65536 bytes",
+                "weight of the normalized shape",
+            ),
         ),
     )
 }

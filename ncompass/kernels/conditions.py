@@ -8,7 +8,7 @@ are "unsupported" too, so the fallback raises PyTorch's own error.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ncompass.kernels.problems import (
@@ -40,8 +40,15 @@ def check_activation(activation: str | None) -> str:
     return name
 
 
-def tensor_reason(named: Sequence[tuple[str, Any | None]]) -> str | None:
-    """Why these tensors cannot go to a kernel (dtype, layout, autograd, size), or None."""
+def tensor_reason(
+    named: Sequence[tuple[str, Any | None]], strided: Collection[str] = ()
+) -> str | None:
+    """Why these tensors cannot go to a kernel (dtype, layout, autograd, size), or None.
+
+    Args:
+        named: The call's tensors by argument name (None for an absent bias).
+        strided: Names the kernel reads through their strides (any layout will do).
+    """
     import torch
 
     present = [(name, tensor) for name, tensor in named if tensor is not None]
@@ -52,15 +59,21 @@ def tensor_reason(named: Sequence[tuple[str, Any | None]]) -> str | None:
     if dtype not in DTYPES:
         return f"dtype {dtype} (supported: {', '.join(DTYPES)})"
     for name, tensor in present:
-        if not tensor.is_contiguous():
+        if name not in strided and not tensor.is_contiguous():
             return f"{name} is not contiguous"
-        if tensor.numel() > INDEX_LIMIT:
-            return f"{name} has more than 2**31 - 1 elements"
+        if _extent(tensor) > INDEX_LIMIT:
+            return f"{name} spans more than 2**31 - 1 elements"
     if torch.is_grad_enabled() and any(tensor.requires_grad for _, tensor in present):
         return "needs autograd: the kernels are forward-only (torch.no_grad() or inference_mode)"
     if any(tensor.numel() == 0 for _, tensor in present):
         return "empty tensor"
     return None
+
+
+def _extent(tensor: Any) -> int:
+    """The furthest element offset the kernel computes (strided views can reach far)."""
+    pairs = zip(tensor.shape, tensor.stride(), strict=True)
+    return 1 + sum(int(size - 1) * abs(int(stride)) for size, stride in pairs)
 
 
 def dtype_name(tensor: Any) -> str:
@@ -123,8 +136,8 @@ def gemm_problem(
     n, b_k = b.shape if b_is_weight else (b.shape[1], b.shape[0])
     if b_k != k or (bias is not None and tuple(bias.shape) != (n,)):
         return "shapes do not match"
-    other = "weight" if b_is_weight else "other"
-    reason = tensor_reason([("input", a), (other, b), ("bias", bias)])
+    # the GEMM kernel reads both operands through their strides: transposes cost nothing
+    reason = tensor_reason([("input", a), ("other", b), ("bias", bias)], strided=("input", "other"))
     if reason is not None:
         return reason
     if m * n > INDEX_LIMIT:

@@ -65,7 +65,7 @@ def linear(
 ) -> Any:
     """``torch.nn.functional.linear`` (then ``activation``) on the GEMM kernel.
 
-    ``input`` is ``(..., K)``; the weight is read transposed in place, never copied.
+    ``input`` is ``(..., K)``, any layout; the weight is read transposed in place, never copied.
     """
     act = conditions.check_activation(activation)
 
@@ -76,9 +76,8 @@ def linear(
         return _fall_back("linear", "shapes do not match", fallback)
     if input.numel() == 0:
         return _fall_back("linear", "empty tensor", fallback)
-    if not input.is_contiguous():
-        return _fall_back("linear", "input is not contiguous", fallback)
-    rows = input.reshape(-1, input.shape[-1])  # a view: the input is contiguous
+    # a view whenever the leading dimensions allow it (as in F.linear, a copy otherwise)
+    rows = input.reshape(-1, input.shape[-1])
     problem = conditions.gemm_problem(rows, weight, bias, act, b_is_weight=True)
     leading = tuple(input.shape[:-1])
 

@@ -141,7 +141,7 @@ class TuningCache:
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root if root is not None else default_cache_dir()
-        self._warned: set[str] = set()
+        self._warned: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def path(self, key: TuningKey) -> Path:
@@ -153,10 +153,10 @@ class TuningCache:
         path = self.path(key)
         try:
             document = _parse(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except (OSError, ValueError) as error:
-            self._warn(path, f"cannot read {path} ({error}); tuning again")
+            self._warn(path, "read", f"cannot read {path} ({error}); tuning again")
             return None
         entry = document["entries"].get(key.entry)
         if entry is None:
@@ -164,7 +164,8 @@ class TuningCache:
         try:
             return CachedChoice.from_json(entry)
         except ValueError as error:
-            self._warn(path, f"{path}: entry {key.entry!r} is invalid ({error}); tuning again")
+            message = f"{path}: entry {key.entry!r} is invalid ({error}); tuning again"
+            self._warn(path, "entry", message)
             return None
 
     def store(self, key: TuningKey, choice: CachedChoice) -> None:
@@ -181,7 +182,7 @@ class TuningCache:
                 document["entries"][key.entry] = choice.to_json()
                 _write_atomically(path, json.dumps(document, indent=1, sort_keys=True))
         except OSError as error:
-            self._warn(path, f"cannot write the autotune cache {path} ({error})")
+            self._warn(path, "write", f"cannot write the autotune cache {path} ({error})")
 
     def files(self) -> list[CacheFile]:
         """Every readable cache file under the root, sorted by name (corrupt ones skipped)."""
@@ -217,7 +218,8 @@ class TuningCache:
         except ValueError as error:
             aside = path.with_name(path.name + ".corrupt")
             os.replace(path, aside)
-            self._warn(path, f"{path} was corrupt ({error}); moved to {aside.name}, starting anew")
+            message = f"{path} was corrupt ({error}); moved to {aside.name}, starting anew"
+            self._warn(path, "corrupt", message)
         return {
             "format": FORMAT,
             "kernel": key.kernel,
@@ -227,9 +229,10 @@ class TuningCache:
             "entries": {},
         }
 
-    def _warn(self, path: Path, message: str) -> None:
-        if str(path) not in self._warned:
-            self._warned.add(str(path))
+    def _warn(self, path: Path, kind: str, message: str) -> None:
+        """Warn once per file and kind of problem (a bad file is not reported at every call)."""
+        if (str(path), kind) not in self._warned:
+            self._warned.add((str(path), kind))
             warnings.warn(message, AutotuneCacheWarning, stacklevel=3)
 
 

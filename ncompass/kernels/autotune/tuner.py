@@ -100,6 +100,10 @@ class Autotuner:
             self._origins[choice.origin] += 1
             return choice
 
+    def remembered(self) -> dict[TuningKey, Choice]:
+        """The choices this process has made, by key."""
+        return dict(self._memo)
+
     def origins(self) -> dict[str, int]:
         """How many choices came from each origin since the last reset."""
         return dict(self._origins)

@@ -1,0 +1,134 @@
+"""``ncompass kernels list`` and ``ncompass kernels tune``: output, JSON, cache, user errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ncompass.cli._group import ncompass_cli
+from ncompass.kernels.autotune.cache import CachedChoice, TuningCache, TuningKey
+from ncompass.kernels.autotune.config import KernelConfig
+from ncompass.kernels.autotune.device import DeviceIdentity
+from ncompass.kernels.autotune.tuner import reset_autotuner
+from ncompass.kernels.catalog import kernel_source_hash
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private autotune cache; tuning on."""
+    monkeypatch.setenv("NCOMPASS_AUTOTUNE_DIR", str(tmp_path / "autotune"))
+    monkeypatch.setenv("NCOMPASS_AUTOTUNE", "1")
+    reset_autotuner()
+    yield tmp_path / "autotune"
+    reset_autotuner()
+
+
+@pytest.fixture
+def interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed (pip install -e '.[kernels]')")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def ncompass(*args: str) -> Result:
+    return CliRunner().invoke(ncompass_cli, ["kernels", *args])
+
+
+def test_kernels_is_a_registered_command() -> None:
+    result = CliRunner().invoke(ncompass_cli, ["--help"])
+    assert "kernels" in result.output and "Triton kernel ops" in result.output
+
+
+def test_list_shows_ops_conditions_and_an_empty_cache(cache_dir: Path) -> None:
+    result = ncompass("list")
+    assert result.exit_code == 0
+    assert "conv2d: 2-D convolution as an implicit GEMM" in result.output
+    assert "needs: groups=1, dilation=1" in result.output
+    assert "a CUDA device, or CPU tensors with TRITON_INTERPRET=1" in result.output
+    assert f"cached choices ({cache_dir}):\n  none yet" in result.output
+
+
+def test_list_shows_cached_choices_and_marks_stale_ones(cache_dir: Path) -> None:
+    device = DeviceIdentity("NVIDIA A100-SXM4-80GB", "sm_80")
+    choice = CachedChoice(KernelConfig.of(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, GROUP_M=8), 0.41, 9, "cuda-events")  # fmt: skip
+    cache = TuningCache(cache_dir)
+    current = TuningKey(
+        "gemm", kernel_source_hash("gemm"), "0.0-old", device, "float16", "m64-n64-k64"
+    )
+    cache.store(current, choice)
+    result = ncompass("list")
+    assert "gemm on NVIDIA A100-SXM4-80GB (sm_80), triton 0.0-old  [stale" in result.output
+    assert "float16/m64-n64-k64" in result.output and "BLOCK_M=128" in result.output
+    listing = json.loads(ncompass("list", "--json").output)
+    (entry,) = listing["cached"]
+    assert entry["current"] is False and entry["choices"]["float16/m64-n64-k64"]["ms"] == 0.41
+    assert listing["cache_dir"] == str(cache_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("interpreter")
+def test_tune_measures_then_reuses_the_cache(cache_dir: Path) -> None:
+    shapes = "x=1x3x9x9,w=4x3x3x3,padding=1;x=2x3x9x9,w=4x3x3x3,stride=2"
+    first = ncompass("tune", "--op", "conv2d", "--shapes", shapes, "--json")
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.output)
+    assert report["device"] == "cpu"
+    assert [r["origin"] for r in report["results"]] == ["tuned", "tuned"]
+    assert all(Path(r["cache_file"]).parent == cache_dir for r in report["results"])
+    reset_autotuner()  # as a new process would
+    again = ncompass("tune", "--op", "conv2d", "--shapes", "x=1x3x9x9,w=4x3x3x3,padding=1")
+    assert again.exit_code == 0
+    assert "conv2d float32 x=1x3x9x9,w=4x3x3x3,padding=1 on cpu: BLOCK_K=" in again.output
+    assert "cached earlier" in again.output and f"cache: {cache_dir}" in again.output
+    listing = ncompass("list").output
+    assert "conv2d on " in listing and "(interpreter), triton" in listing
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("interpreter")
+def test_tune_a_preset_in_several_dtypes() -> None:
+    result = ncompass("tune", "--op", "layer_norm", "--preset", "tinyformer", "--dtype", "float16", "--dtype", "bfloat16")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("layer_norm float16 x=2x40x128 on cpu: BLOCK_M=")
+    assert lines[1].startswith("layer_norm bfloat16 x=2x40x128 on cpu: BLOCK_M=")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["tune", "--op", "conv3d", "--shapes", "x=1"],
+            "error: no kernel op 'conv3d'; choose one of conv2d",
+        ),
+        (
+            ["tune", "--op", "linear"],
+            "error: give --shapes (e.g. --shapes 'x=1x64x56x56,w=64x64x3x3') or --preset",
+        ),
+        (["tune", "--op", "linear", "--shapes", "x=8x8"], "error: linear shape 'x=8x8' lacks w"),
+        (
+            ["tune", "--op", "matmul", "--preset", "resnet50"],
+            "error: preset 'resnet50' has no matmul shapes",
+        ),
+    ],
+)
+def test_user_mistakes_exit_2_with_one_line(args: list[str], message: str) -> None:
+    result = ncompass(*args)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == message or result.stderr.startswith(message)
+
+
+def test_tune_without_a_gpu_or_the_interpreter_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed: the message is about installing it")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    result = ncompass("tune", "--op", "linear", "--shapes", "x=8x8,w=4x8")
+    assert result.exit_code == 2
+    assert "error: no CUDA device to tune on; set TRITON_INTERPRET=1" in result.stderr
