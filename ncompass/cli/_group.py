@@ -33,6 +33,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "ncompass.cli._convert:convert_command",
         "Convert an Nsight Systems report to a Chrome trace.",
     ),
+    "kernels": ("ncompass.cli._kernels:kernels_group", "Triton kernel ops: conditions, tuning."),
     "serve": ("ncompass.cli._serve:serve_command", "Run the analysis service (FastAPI)."),
 }
 
