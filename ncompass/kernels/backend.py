@@ -32,39 +32,49 @@ def triton_installed() -> bool:
     return _installed("triton")
 
 
+TRITON_MISSING = "triton is not installed (pip install 'ncompass[kernels]')"
+NO_DEVICE = (
+    "no CUDA device: tensors on cpu "
+    "(set TRITON_INTERPRET=1 to run the kernels in Triton's interpreter)"
+)
+LOADED_OUTSIDE_INTERPRETER = (
+    "the kernels were loaded before TRITON_INTERPRET=1 was set; set it before the first kernel call"
+)
+
+
 def unavailable_reason(tensors: Iterable[Any | None], kernel_module: str) -> str | None:
     """Why the kernel in ``kernel_module`` cannot run on ``tensors`` here, or None if it can.
+
+    Called on every op call, before anything else: it must stay cheap.
 
     Args:
         tensors: The call's tensors (None entries, for an absent bias, are skipped).
         kernel_module: The module defining the kernel; when it is already imported, its mode
             (compiled or interpreted, fixed when it was imported) must suit the device.
     """
-    devices = {tensor.device for tensor in tensors if tensor is not None}
-    if len(devices) != 1:
-        return "tensors on different devices"
-    (device,) = devices
+    device = None
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        if device is None:
+            device = tensor.device
+        elif tensor.device != device:
+            return "tensors on different devices"
     if not triton_installed():
-        return "triton is not installed (pip install 'ncompass[kernels]')"
-    loaded = sys.modules.get(kernel_module)
-    interpreted = (
-        getattr(loaded, "INTERPRETED", False) if loaded is not None else interpreter_requested()
-    )
+        return TRITON_MISSING
+    assert device is not None
     if device.type == "cuda":
         return None  # compiled, or interpreted with copies through the host
     if device.type != "cpu":
         return f"tensors on {device.type}: the kernels need a CUDA device"
-    if interpreted:
-        return None if _installed("numpy") else "Triton's interpreter needs numpy"
-    if interpreter_requested():
-        return (
-            "the kernels were loaded before TRITON_INTERPRET=1 was set; set it before the "
-            "first kernel call"
-        )
-    return (
-        "no CUDA device: tensors on cpu "
-        "(set TRITON_INTERPRET=1 to run the kernels in Triton's interpreter)"
-    )
+    loaded = sys.modules.get(kernel_module)
+    if loaded is not None:
+        if loaded.INTERPRETED:
+            return None
+        return LOADED_OUTSIDE_INTERPRETER if interpreter_requested() else NO_DEVICE
+    if not interpreter_requested():
+        return NO_DEVICE
+    return None if _installed("numpy") else "Triton's interpreter needs numpy"
 
 
 __all__ = ["interpreter_requested", "triton_installed", "unavailable_reason"]

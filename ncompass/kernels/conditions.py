@@ -9,6 +9,7 @@ are "unsupported" too, so the fallback raises PyTorch's own error.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from functools import cache
 from typing import Any
 
 from ncompass.kernels.problems import (
@@ -52,16 +53,19 @@ def tensor_reason(
     import torch
 
     present = [(name, tensor) for name, tensor in named if tensor is not None]
-    dtypes = {tensor.dtype for _, tensor in present}
-    if len(dtypes) != 1:
+    dtype = present[0][1].dtype
+    if any(tensor.dtype != dtype for _, tensor in present):
         return "mixed dtypes"
-    dtype = dtype_name(present[0][1])
-    if dtype not in DTYPES:
-        return f"dtype {dtype} (supported: {', '.join(DTYPES)})"
+    name = _dtype_name(dtype)
+    if name not in DTYPES:
+        return f"dtype {name} (supported: {', '.join(DTYPES)})"
     for name, tensor in present:
-        if name not in strided and not tensor.is_contiguous():
+        if tensor.is_contiguous():
+            if tensor.numel() > INDEX_LIMIT:
+                return f"{name} spans more than 2**31 - 1 elements"
+        elif name not in strided:
             return f"{name} is not contiguous"
-        if _extent(tensor) > INDEX_LIMIT:
+        elif _extent(tensor) > INDEX_LIMIT:
             return f"{name} spans more than 2**31 - 1 elements"
     if torch.is_grad_enabled() and any(tensor.requires_grad for _, tensor in present):
         return "needs autograd: the kernels are forward-only (torch.no_grad() or inference_mode)"
@@ -78,7 +82,12 @@ def _extent(tensor: Any) -> int:
 
 def dtype_name(tensor: Any) -> str:
     """``float16`` for a ``torch.float16`` tensor."""
-    return str(tensor.dtype).rpartition(".")[2]
+    return _dtype_name(tensor.dtype)
+
+
+@cache
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).rpartition(".")[2]
 
 
 def conv2d_problem(

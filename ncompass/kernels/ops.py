@@ -50,11 +50,12 @@ def conv2d(
     if input.dim() == 3 and weight.dim() == 4:
         batched = input.unsqueeze(0)
         return conv2d(batched, weight, bias, stride, padding, dilation, groups, activation=act)[0]
-    problem = conditions.conv2d_problem(input, weight, bias, stride, padding, dilation, groups, act)
     return _dispatch(
         "conv2d",
-        problem,
         (input, weight, bias),
+        lambda: conditions.conv2d_problem(
+            input, weight, bias, stride, padding, dilation, groups, act
+        ),
         lambda problem: execute.conv2d_launch(problem, input, weight, bias).run(),
         lambda: reference.conv2d(input, weight, bias, stride, padding, dilation, groups, act),
     )
@@ -68,34 +69,35 @@ def linear(
     ``input`` is ``(..., K)``, any layout; the weight is read transposed in place, never copied.
     """
     act = conditions.check_activation(activation)
-
-    def fallback() -> Any:
-        return reference.linear(input, weight, bias, act)
-
-    if input.dim() == 0:
-        return _fall_back("linear", "shapes do not match", fallback)
-    if input.numel() == 0:
-        return _fall_back("linear", "empty tensor", fallback)
-    # a view whenever the leading dimensions allow it (as in F.linear, a copy otherwise)
-    rows = input.reshape(-1, input.shape[-1])
-    problem = conditions.gemm_problem(rows, weight, bias, act, b_is_weight=True)
     leading = tuple(input.shape[:-1])
 
+    def problem() -> Any:
+        if input.dim() == 0:
+            return "shapes do not match"
+        if input.numel() == 0:
+            return "empty tensor"
+        return conditions.gemm_problem(_rows(input), weight, bias, act, b_is_weight=True)
+
     def kernel(problem: Any) -> Any:
-        out = execute.gemm_launch(problem, rows, weight.t(), bias).run()
+        out = execute.gemm_launch(problem, _rows(input), weight.t(), bias).run()
         return out.reshape(*leading, problem.n)
 
-    return _dispatch("linear", problem, (input, weight, bias), kernel, fallback)
+    return _dispatch(
+        "linear",
+        (input, weight, bias),
+        problem,
+        kernel,
+        lambda: reference.linear(input, weight, bias, act),
+    )
 
 
 def matmul(a: Any, b: Any, *, activation: str | None = None) -> Any:
     """``a @ b`` (then ``activation``) for 2-D operands on the GEMM kernel."""
     act = conditions.check_activation(activation)
-    problem = conditions.gemm_problem(a, b, None, act, b_is_weight=False)
     return _dispatch(
         "matmul",
-        problem,
         (a, b),
+        lambda: conditions.gemm_problem(a, b, None, act, b_is_weight=False),
         lambda problem: execute.gemm_launch(problem, a, b, None).run(),
         lambda: reference.matmul(a, b, act),
     )
@@ -109,11 +111,10 @@ def layer_norm(
     eps: float = 1e-5,
 ) -> Any:
     """``torch.nn.functional.layer_norm`` on the fused row-normalisation kernel."""
-    problem = conditions.norm_problem(input, normalized_shape, weight, bias, eps, rms=False)
     return _dispatch(
         "layer_norm",
-        problem,
         (input, weight, bias),
+        lambda: conditions.norm_problem(input, normalized_shape, weight, bias, eps, rms=False),
         lambda problem: execute.norm_launch(problem, input, weight, bias).run(),
         lambda: reference.layer_norm(input, normalized_shape, weight, bias, eps),
     )
@@ -127,45 +128,59 @@ def rms_norm(
 ) -> Any:
     """``torch.nn.functional.rms_norm`` on the fused row-normalisation kernel.
 
-    ``eps=None`` means ``torch.finfo(input.dtype).eps``, as in PyTorch.
+    ``eps=None`` means the machine epsilon of the computation type, as in PyTorch (float32's
+    for float16 and bfloat16 inputs).
     """
-    resolved = eps
-    if resolved is None:
-        resolved = torch.finfo(input.dtype).eps if input.is_floating_point() else 0.0
-    problem = conditions.norm_problem(input, normalized_shape, weight, None, resolved, rms=True)
+
+    def problem() -> Any:
+        resolved = eps
+        if resolved is None:
+            # PyTorch takes the epsilon of the type it computes in: float32 for 16-bit inputs
+            computed_in = torch.promote_types(input.dtype, torch.float32)
+            resolved = torch.finfo(computed_in).eps if computed_in.is_floating_point else 0.0
+        return conditions.norm_problem(input, normalized_shape, weight, None, resolved, rms=True)
+
     return _dispatch(
         "rms_norm",
-        problem,
         (input, weight),
+        problem,
         lambda problem: execute.norm_launch(problem, input, weight, None).run(),
         lambda: reference.rms_norm(input, normalized_shape, weight, eps),
     )
 
 
+def _rows(input: Any) -> Any:
+    """``input`` as ``(rows, K)``: a view whenever its layout allows (as in F.linear)."""
+    return input.reshape(-1, input.shape[-1])
+
+
 def _dispatch(
     op: str,
-    problem: Any,
     tensors: tuple[Any, ...],
+    problem: Callable[[], Any],
     kernel: Callable[[Any], Any],
     fallback: Callable[[], Any],
 ) -> Any:
-    """Run ``kernel(problem)`` if ``problem`` is supported and a device can run it."""
-    reason = (
-        problem
-        if isinstance(problem, str)
-        else unavailable_reason(tensors, KERNEL_MODULES[OPS[op].kernel])
-    )
-    if reason is not None:
-        return _fall_back(op, reason, fallback)
+    """Run ``kernel(problem())`` if a device can run the kernel and it supports the call.
+
+    Where the kernels can run is checked first: it is the cheapest check, and on a machine
+    without a GPU it is the one that fails, so falling back costs little there.
+    """
+    reason = unavailable_reason(tensors, _KERNEL_MODULES[op])
+    supported = problem() if reason is None else reason
+    if isinstance(supported, str):
+        return _fall_back(op, supported, fallback)
     record_kernel(op)
     with _marker(f"ncompass.kernels.{op}[triton]"):
-        return kernel(problem)
+        return kernel(supported)
 
 
 def _fall_back(op: str, reason: str, fallback: Callable[[], Any]) -> Any:
     record_fallback(op, reason)
-    with _marker(f"ncompass.kernels.{op}[pytorch]"):
-        return fallback()
+    if torch.autograd.profiler._is_profiler_enabled:
+        with _marker(f"ncompass.kernels.{op}[pytorch]"):
+            return fallback()
+    return fallback()
 
 
 def _marker(name: str) -> contextlib.AbstractContextManager[Any]:
@@ -174,6 +189,9 @@ def _marker(name: str) -> contextlib.AbstractContextManager[Any]:
     if torch.autograd.profiler._is_profiler_enabled:
         return cast("contextlib.AbstractContextManager[Any]", torch.profiler.record_function(name))
     return _IDLE
+
+
+_KERNEL_MODULES = {op: KERNEL_MODULES[spec.kernel] for op, spec in OPS.items()}
 
 
 __all__ = ["conv2d", "layer_norm", "linear", "matmul", "rms_norm"]

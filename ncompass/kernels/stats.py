@@ -46,7 +46,9 @@ def record_kernel(op: str) -> None:
 def record_fallback(op: str, reason: str) -> None:
     """Count one call of ``op`` that falls back to PyTorch because of ``reason``."""
     with _lock:
-        reasons = _fallbacks.setdefault(op, Counter())
+        reasons = _fallbacks.get(op)
+        if reasons is None:
+            reasons = _fallbacks[op] = Counter()
         first = reason not in reasons
         reasons[reason] += 1
     if first:

@@ -153,6 +153,11 @@ def test_rms_norm_defaults_eps_like_pytorch() -> None:
     weight = randn(50, dtype="float32", seed=1)
     assert_matches_reference(ops.rms_norm(x, [50], weight), F.rms_norm(x, [50], weight), "float32")
     assert_matches_reference(ops.rms_norm(x, 50), F.rms_norm(x, [50]), "float32")
+    # tiny 16-bit values: the default eps must be float32's, as PyTorch computes in float32
+    small = (randn(4, 64, dtype="float32", seed=2) * 1e-3).half()
+    assert_matches_reference(
+        ops.rms_norm(small, (64,)), F.rms_norm(small.float(), (64,)), "float16"
+    )
 
 
 def test_rows_longer_than_a_register_tile_fall_back() -> None:

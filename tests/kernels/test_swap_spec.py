@@ -104,7 +104,8 @@ print(json.dumps({{"equal": torch.equal(plain, swapped), "conv": conv_module,
     assert report["equal"] is True
     assert report["conv"] == "ncompass.kernels.modules"
     no_gpu = "no CUDA device: tensors on cpu (set TRITON_INTERPRET=1 to run the kernels in Triton's interpreter)"  # fmt: skip
-    assert report["reasons"] == {"conv2d": {no_gpu: 1, "groups != 1": 1}, "linear": {no_gpu: 1}}
+    # where the kernels can run is checked first: it is the reason even for the grouped conv
+    assert report["reasons"] == {"conv2d": {no_gpu: 2}, "linear": {no_gpu: 1}}
 
 
 @pytest.fixture
