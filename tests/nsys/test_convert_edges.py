@@ -101,6 +101,23 @@ def test_nvtxt_ranges_and_machine_bits_in_ids(tmp_path: Path) -> None:
     assert "baseTimeNanoseconds" not in load_trace(result.output)
 
 
+def test_a_graph_launch_links_every_kernel_it_ran(tmp_path: Path) -> None:
+    builder = ReportBuilder(tmp_path / "graph.sqlite")
+    builder.push_pop(3, 3, 0, 10_000, "replay")
+    graph = builder.call(3, 3, 100, 200, "cudaGraphLaunch_v10000")
+    for index, start in enumerate((1_000, 2_000, 3_000)):  # one launch, three kernels
+        builder.kernel(3, graph, start, start + 500, f"node{index}")
+    result = convert_report(builder.close(), tmp_path / "graph.json")
+    events = load_trace(result.output)["traceEvents"]
+    replay = only(events, "replay", "user_annotation")
+    assert (replay["args"]["launches"], replay["args"]["gpu_ops"]) == (1, 3)
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert {k["args"]["nvtx_range"] for k in kernels} == {"replay"}
+    assert {k["args"]["correlation"] for k in kernels} == {graph}
+    (head,) = [e for e in events if e.get("ph") == "f"]  # one arrow, to the first kernel
+    assert head["ts"] == 1.0
+
+
 def _many_steps(path: Path, steps: int) -> Path:
     builder = ReportBuilder(path)
     for step in range(steps):

@@ -22,7 +22,7 @@ from ncompass.traces.events import Event
 from ncompass.traces.nsys import chrome
 from ncompass.traces.nsys.layout import LaneLayout
 from ncompass.traces.nsys.linking import OpenRange, ThreadRanges
-from ncompass.traces.nsys.queries import NvtxNames, ReportQueries
+from ncompass.traces.nsys.queries import ReportQueries
 from ncompass.traces.nsys.records import (
     CpuRecord,
     NvtxMark,
@@ -35,6 +35,7 @@ from ncompass.traces.nsys.schema import os_tid, process_key
 from ncompass.traces.nsys.tracks import ReportNames, Track, TrackTable
 
 _BATCH = 1000  # rows per insert into the temporary tables
+_OUTPUT_BATCH = 1024  # events per write to the trace file
 _PATH_SEPARATOR = "\x1f"  # cannot appear in range names people write
 _KIND_CODES = {"kernel": 0, "memcpy": 1, "memset": 2}
 
@@ -103,25 +104,23 @@ class ReportConverter:
         self.stats = ConversionStats()
         self._emit_many = emit
         self._correlations = _CorrelationIds()
-        self._nvtx = NvtxNames()
-        self._tracks = TrackTable(ReportNames())
+        self._nvtx = queries.nvtx_names()
+        names = ReportNames(queries.process_names(), queries.thread_names(), queries.gpu_names())
+        self._tracks = TrackTable(names)
         self._links: list[tuple[int, int, int, str | None, str | None]] = []
         self._projections: list[tuple[object, ...]] = []
+        self._pending: list[Event] = []  # written in batches: far fewer, larger writes
 
     def run(self) -> ConversionStats:
         """Convert everything; returns the counts."""
-        queries = self.queries
-        self._nvtx = queries.nvtx_names()
-        self._tracks = TrackTable(
-            ReportNames(queries.process_names(), queries.thread_names(), queries.gpu_names())
-        )
-        end_of_report = queries.end_of_report()
-        queries.create_work_tables()
+        end_of_report = self.queries.end_of_report()
+        self.queries.create_work_tables()
         self._threads(end_of_report)
         self._gpu_work()
         self._ranges_across_threads(end_of_report)
         self._projected_ranges()
         self._emit(self._tracks.metadata_events())
+        self._flush_events()
         return self.stats
 
     # ------------------------------------------------------------------ pass 1: threads
@@ -258,9 +257,14 @@ class ReportConverter:
     # ------------------------------------------------------------------ helpers
 
     def _emit(self, events: Iterable[Event]) -> None:
-        batch = list(events)
-        self.stats.events += len(batch)
-        self._emit_many(batch)
+        self._pending.extend(events)
+        if len(self._pending) >= _OUTPUT_BATCH:
+            self._flush_events()
+
+    def _flush_events(self) -> None:
+        self.stats.events += len(self._pending)
+        self._emit_many(self._pending)
+        self._pending = []
 
     def _count_lanes(self, layout: LaneLayout) -> None:
         self.stats.overlap_lanes += max(layout.lane_count - 1, 0)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
+from ncompass.traces.nsys.gpu_activity import detail_columns, name_joins
 from ncompass.traces.nsys.records import (
     GpuOp,
     GpuOpKind,
@@ -37,8 +38,6 @@ from ncompass.traces.nsys.schema import (
     GPU_INFO_TABLE,
     GPU_OP_KINDS,
     GPU_OP_TABLES,
-    KERNEL_TABLE,
-    MEMCPY_TABLE,
     NVTX_TABLE,
     OSRT_TABLE,
     PROCESSES_TABLE,
@@ -54,29 +53,6 @@ _FETCH = 512  # rows per fetch: amortises the cursor's per-call cost, keeps memo
 _KIND_NAMES: dict[int, GpuOpKind] = {0: "kernel", 1: "memcpy", 2: "memset"}
 _KIND_CODES = {name: code for code, name in _KIND_NAMES.items()}
 
-# CUPTI's copy kinds and memory kinds (ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND), in the short
-# form the PyTorch profiler uses for copies: "Memcpy HtoD (Pageable -> Device)".
-_COPY_KINDS = {
-    1: "HtoD",
-    2: "DtoH",
-    3: "HtoA",
-    4: "AtoH",
-    5: "AtoA",
-    6: "AtoD",
-    7: "DtoA",
-    8: "DtoD",
-    9: "HtoH",
-    10: "PtoP",
-}
-_MEMORY_KINDS = {
-    0: "Pageable",
-    1: "Pinned",
-    2: "Device",
-    3: "Array",
-    4: "Managed",
-    5: "Device Static",
-    6: "Managed Static",
-}
 _PAYLOAD_COLUMNS = (
     "uint64Value",
     "int64Value",
@@ -355,13 +331,13 @@ class ReportQueries:
 
     def _gpu_ops_of(self, table: str) -> Iterator[GpuOp]:
         kind = _KIND_NAMES[GPU_OP_KINDS[table]]
-        details, build = self._gpu_details(table)
+        details, build = detail_columns(self.schema, table)
         correlation = self.schema.column(table, "correlationId", "g")
         rows = self._rows(
             f'SELECT g.rowid, g.start, g."end", {self._process_of(table, "g")}, g.deviceId, '
             f"g.contextId, g.streamId, {correlation}, l.row IS NOT NULL, l.first, "
             f"l.range_name, l.range_path, {details} FROM main.{table} AS g "
-            f"{self._gpu_joins(table)} "
+            f"{name_joins(self.schema, table)} "
             f"LEFT JOIN temp.ncompass_op_link AS l ON l.kind = {_KIND_CODES[kind]} "
             "AND l.row = g.rowid "
             'ORDER BY 4, g.deviceId, g.contextId, g.streamId, g.start, g."end" DESC'
@@ -386,45 +362,6 @@ class ReportQueries:
                 nvtx_path=path.split("\x1f") if path else None,
                 args=args,
             )
-
-    def _gpu_details(self, table: str) -> tuple[str, Any]:
-        """Extra columns of ``table`` and a function turning them into ``(name, args)``."""
-        column = self.schema.column
-        wanted: tuple[str, ...]
-        if table == KERNEL_TABLE:
-            wanted = (
-                "gridX",
-                "gridY",
-                "gridZ",
-                "blockX",
-                "blockY",
-                "blockZ",
-                "registersPerThread",
-                "staticSharedMemory",
-                "dynamicSharedMemory",
-            )
-            names = "COALESCE(dn.value, sn.value, '')" if self._strings else "''"
-            short = "sn.value" if self._strings else "NULL"
-            sql = ", ".join([names, short, *(column(table, c, "g") for c in wanted)])
-            return sql, _kernel_details
-        if table == MEMCPY_TABLE:
-            wanted = ("bytes", "copyKind", "srcKind", "dstKind")
-            return ", ".join(column(table, c, "g") for c in wanted), _memcpy_details
-        wanted = ("bytes", "value", "memKind")
-        return ", ".join(column(table, c, "g") for c in wanted), _memset_details
-
-    def _gpu_joins(self, table: str) -> str:
-        if table != KERNEL_TABLE or not self._strings:
-            return ""
-        joins = []
-        for alias, name_column in (("dn", "demangledName"), ("sn", "shortName")):
-            if self.schema.has_column(table, name_column):
-                joins.append(
-                    f"LEFT JOIN {STRINGS_TABLE} AS {alias} ON {alias}.id = g.{name_column}"
-                )
-            else:
-                joins.append(f"LEFT JOIN (SELECT NULL AS value) AS {alias} ON 0")
-        return " ".join(joins)
 
     # ------------------------------------------------------------------ helpers
 
@@ -484,42 +421,6 @@ class ReportQueries:
                 yield from rows
         finally:
             cursor.close()
-
-
-def _kernel_details(values: Sequence[Any]) -> tuple[str, dict[str, object]]:
-    name, short, gx, gy, gz, bx, by, bz, registers, static_shared, dynamic_shared = values
-    args: dict[str, object] = {}
-    if short and short != name:
-        args["short name"] = short
-    if gx is not None:
-        args["grid"] = [gx, gy, gz]
-    if bx is not None:
-        args["block"] = [bx, by, bz]
-    if registers is not None:
-        args["registers per thread"] = registers
-    if static_shared is not None or dynamic_shared is not None:
-        args["shared memory"] = (static_shared or 0) + (dynamic_shared or 0)
-    return str(name or short or "kernel"), args
-
-
-def _memcpy_details(values: Sequence[Any]) -> tuple[str, dict[str, object]]:
-    size, copy_kind, source, destination = values
-    direction = _COPY_KINDS.get(copy_kind, "")
-    name = f"Memcpy {direction}".rstrip()
-    if source in _MEMORY_KINDS and destination in _MEMORY_KINDS:
-        name += f" ({_MEMORY_KINDS[source]} -> {_MEMORY_KINDS[destination]})"
-    return name, {"bytes": size} if size is not None else {}
-
-
-def _memset_details(values: Sequence[Any]) -> tuple[str, dict[str, object]]:
-    size, value, memory_kind = values
-    name = "Memset" + (f" ({_MEMORY_KINDS[memory_kind]})" if memory_kind in _MEMORY_KINDS else "")
-    args: dict[str, object] = {}
-    if size is not None:
-        args["bytes"] = size
-    if value is not None:
-        args["value"] = value
-    return name, args
 
 
 __all__ = ["NvtxNames", "ReportQueries"]

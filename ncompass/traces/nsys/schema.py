@@ -190,7 +190,7 @@ def open_report(path: Path) -> sqlite3.Connection:
         connection = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
         # Sorting and the converter's own tables spill to disk: memory stays bounded.
         connection.execute("PRAGMA temp_store = FILE")
-        connection.execute("PRAGMA cache_size = -32768")  # 32 MiB of page cache
+        connection.execute("PRAGMA cache_size = -8192")  # 8 MiB of page cache
     except sqlite3.DatabaseError as error:
         raise TraceError(
             f"{path}: not an SQLite database ({error}); pass an .nsys-rep report or the "
