@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
 from ncompass.capture.nvtx_recorder import find_compiler
 from ncompass.capture.runner import RunOptions, run
 from ncompass.errors import SpecError
@@ -37,6 +38,10 @@ nvtx.push_range("inner", domain="app", color="green", payload=7)
 nvtx.mark("tick", domain="app")
 nvtx.pop_range(domain="app")
 nvtx.pop_range(domain="app")
+nvtx.push_range("x.first", domain="x")  # two domains interleave: the ranges overlap
+nvtx.push_range("y.second", domain="y")
+nvtx.pop_range(domain="x")
+nvtx.pop_range(domain="y")
 request = nvtx.start_range("request", domain="io")
 worker = {}
 
@@ -79,11 +84,14 @@ def test_every_nvtx_range_of_a_program_is_on_the_timeline(tmp_path: Path) -> Non
     )
     assert done.returncode == 3, done.stderr  # the script's exit code
     tids = json.loads(done.stdout)
-    assert "NVTX recorder: 5 ranges and 1 mark from 1 process" in done.stderr
+    assert "NVTX recorder: 7 ranges and 1 mark from 1 process" in done.stderr
     events = _events(tmp_path / "t.json")
     assert_viewer_nesting(events)
     ranges = {e["name"]: e for e in events if e.get("ph") == "X"}
-    assert set(ranges) == {"outer", "inner", "worker.step0", "worker.step1"}
+    assert set(ranges) == {"outer", "inner", "x.first", "y.second", "worker.step0", "worker.step1"}
+    assert ranges["x.first"]["tid"] == tids["main"]
+    threads = track_names(events)
+    assert threads[(ranges["y.second"]["pid"], ranges["y.second"]["tid"])].endswith(" · overlap 1")
     outer, inner = ranges["outer"], ranges["inner"]
     assert outer["tid"] == inner["tid"] == tids["main"]
     assert outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
@@ -91,7 +99,7 @@ def test_every_nvtx_range_of_a_program_is_on_the_timeline(tmp_path: Path) -> Non
     assert inner["args"]["payload"] == 7 and inner["args"]["color"] == "#008000"
     assert ranges["worker.step0"]["tid"] == tids["worker"]
     assert ranges["worker.step0"]["args"]["domain"] == "default"
-    threads = track_names(events)  # the OS names (Python 3.11 does not name OS threads)
+    # the OS names (Python 3.11 does not name OS threads)
     assert threads[(outer["pid"], tids["main"])] and threads[(outer["pid"], tids["worker"])]
     begin = next(e for e in events if e.get("ph") == "b")
     end = next(e for e in events if e.get("ph") == "e")
@@ -151,6 +159,27 @@ def test_spec_objects_and_the_library_api(tmp_path: Path, monkeypatch: pytest.Mo
     assert [m["name"] for m in result.markers] == ["work.step"]
     steps = [e for e in _events(result.trace_path) if e.get("name") == "work.step"]
     assert len(steps) == 1 and steps[0]["cat"] == "user_annotation"
+
+
+def test_torch_markers_also_emit_nvtx_under_an_nvtx_profiler() -> None:
+    spec = RewriteConfig(
+        context="torch",
+        targets=[
+            {
+                "module": "app",
+                "functions": [
+                    {"qualname": "a"},
+                    {"qualname": "b", "context": "ncompass.trace.profile.torch.TorchRecordContext"},
+                    {"qualname": "c", "context": "noop"},
+                    {"qualname": "d", "context": "nvtx"},
+                ],
+            }
+        ],
+    )
+    assert record_torch_markers_with_nvtx(spec) == 2  # the default and marker b
+    contexts = [marker.context for marker in spec.targets[0].functions]
+    assert spec.context == "torch+nvtx"
+    assert contexts == [None, "torch+nvtx", "noop", "nvtx"]
 
 
 def test_errors_in_the_child_are_reported_once(tmp_path: Path) -> None:

@@ -95,10 +95,12 @@ class RecorderCapture:
             TraceError: A recording cannot be read.
         """
         from ncompass.capture.nvtx_recorder import read_recordings, to_chrome_events
+        from ncompass.traces.nsys.layout import spread_overlapping_slices
         from ncompass.traces.writer import TraceWriter
 
         recordings = read_recordings(self.recordings) if self.recordings.is_dir() else []
         events = to_chrome_events(recordings)
+        spread_overlapping_slices(events)  # ranges of two domains may interleave on a thread
         metadata: dict[str, Any] = {"schemaVersion": 1, "displayTimeUnit": "ms"}
         if recordings:
             base_ns = _to_wall_clock(events, recordings[0].to_realtime_ns(0))

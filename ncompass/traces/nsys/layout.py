@@ -13,6 +13,11 @@ track next to it.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from typing import Any
+
+_OVERLAP_TID_BASE = 1 << 24  # above any Linux tid
+
 
 class LaneLayout:
     """Assigns the slices of one track to lanes, in start order.
@@ -51,4 +56,55 @@ class LaneLayout:
         return len(self._open) - 1
 
 
-__all__ = ["LaneLayout"]
+def spread_overlapping_slices(events: list[dict[str, Any]]) -> int:
+    """Move complete events that overlap without nesting to overlap tracks, in place.
+
+    For a trace held in memory (the NVTX recorder's): each thread's ``X`` events are laid out
+    with :class:`LaneLayout`; lane *k* becomes a new thread of the same process, named after
+    the thread with `` · overlap k`` (a ``thread_name`` event is appended for it).
+
+    Args:
+        events: Chrome trace events; changed in place.
+
+    Returns:
+        How many overlap tracks were added.
+    """
+    tracks: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    names: dict[tuple[Any, Any], str] = {}
+    for event in events:
+        phase = event.get("ph")
+        if phase == "X":
+            tracks[(event.get("pid"), event.get("tid"))].append(event)
+        elif phase == "M" and event.get("name") == "thread_name":
+            names[(event.get("pid"), event.get("tid"))] = str(event["args"]["name"])
+    added: list[dict[str, Any]] = []
+    for (pid, tid), slices in tracks.items():
+        slices.sort(key=lambda e: (_nanoseconds(e["ts"]), -_nanoseconds(e.get("dur", 0))))
+        layout = LaneLayout()
+        lane_tids: dict[int, int] = {}
+        for event in slices:
+            start = _nanoseconds(event["ts"])
+            lane = layout.place(start, start + _nanoseconds(event.get("dur", 0)))
+            if lane:
+                if lane not in lane_tids:
+                    lane_tids[lane] = _OVERLAP_TID_BASE + len(added) + 1
+                    base = names.get((pid, tid), f"thread {tid}")
+                    added.append(
+                        {
+                            "ph": "M",
+                            "name": "thread_name",
+                            "pid": pid,
+                            "tid": lane_tids[lane],
+                            "args": {"name": f"{base} · overlap {lane}"},
+                        }
+                    )
+                event["tid"] = lane_tids[lane]
+    events.extend(added)
+    return len(added)
+
+
+def _nanoseconds(microseconds: Any) -> int:
+    return round(float(microseconds) * 1000)
+
+
+__all__ = ["LaneLayout", "spread_overlapping_slices"]
