@@ -1,4 +1,11 @@
-"""Device functions shared by the GEMM-shaped kernels: tile order, the dot, the epilogue."""
+"""Device functions shared by the kernels: tile order, the dot, the epilogue, a row sum.
+
+The kernels use only builtins of ``triton.language``, never its own ``@jit`` functions
+(``tl.cdiv``, ``tl.sum``, ``tl.sigmoid``, ``tl.zeros``): those are decorated when triton is first
+imported, which the torch profiler does, often before ``TRITON_INTERPRET=1`` is set, and a kernel
+made for the interpreter cannot call compiled ones. Equivalents defined here are decorated with
+the kernels, in the same mode.
+"""
 
 # Triton reads kernel annotations (tl.constexpr) as meaning: parameters stay unannotated.
 # mypy: disable-error-code="untyped-decorator, no-untyped-def"
@@ -18,8 +25,8 @@ def grouped_tile(
     Neighbouring programs then share both operand tiles in L2, instead of sweeping a whole row
     of output tiles that each need a different column of the right operand.
     """
-    tiles_m = tl.cdiv(rows, BLOCK_M)
-    tiles_n = tl.cdiv(cols, BLOCK_N)
+    tiles_m = (rows + BLOCK_M - 1) // BLOCK_M
+    tiles_n = (cols + BLOCK_N - 1) // BLOCK_N
     per_group = GROUP_M * tiles_n
     group = pid // per_group
     first_m = group * GROUP_M
@@ -54,7 +61,25 @@ def activate(x, ACTIVATION: tl.constexpr):
     elif ACTIVATION == "gelu_tanh":
         inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
         # tanh(y) = 2 * sigmoid(2y) - 1: tl has no tanh on every backend
-        x = 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * inner) - 1.0))
+        x = 0.5 * x * (1.0 + (2.0 * sigmoid(2.0 * inner) - 1.0))
     elif ACTIVATION == "silu":
-        x = x * tl.sigmoid(x)
+        x = x * sigmoid(x)
     return x
+
+
+@triton.jit
+def sigmoid(x):
+    """``1 / (1 + exp(-x))``, as ``tl.sigmoid`` computes it."""
+    return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def add(a, b):
+    """The combine function of a sum."""
+    return a + b
+
+
+@triton.jit
+def row_sum(x):
+    """The sum of each row of a 2-D block (``tl.sum(x, axis=1)``)."""
+    return tl.reduce(x, 1, add)

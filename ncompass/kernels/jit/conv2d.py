@@ -43,7 +43,7 @@ def conv2d_kernel(
     left = (position % Q) * stride_w - pad_w
     pixel_ok = pixels < gemm_m
     channel_ok = channels < K
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     for k0 in range(0, gemm_k, BLOCK_K):
         depth = k0 + tl.arange(0, BLOCK_K)
         depth_ok = depth < gemm_k

@@ -32,7 +32,7 @@ def gemm_kernel(
     depth = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + rows[:, None] * stride_am + depth[None, :] * stride_ak
     b_ptrs = b_ptr + depth[:, None] * stride_bk + cols[None, :] * stride_bn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     for k0 in range(0, K, BLOCK_K):
         # masked loads read zeros past the edges, so sizes need not be multiples of the tiles
         a = tl.load(a_ptrs, mask=(rows[:, None] < M) & (depth[None, :] < K - k0), other=0.0)

@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from ncompass.kernels.autotune.config import KernelConfig
+from ncompass.kernels.jit._common import row_sum
 from ncompass.kernels.jit._launch import is_interpreted
 from ncompass.kernels.problems import NormProblem, next_power_of_2
 
@@ -37,10 +38,10 @@ def norm_kernel(
     if RMS:
         centred = x
     else:
-        mean = tl.sum(x, axis=1) / COLS
+        mean = row_sum(x) / COLS
         # padding columns must not count towards the variance
         centred = tl.where(mask, x - mean[:, None], 0.0)
-    variance = tl.sum(centred * centred, axis=1) / COLS
+    variance = row_sum(centred * centred) / COLS
     y = centred * tl.math.rsqrt(variance + eps)[:, None]
     if HAS_WEIGHT:
         y *= tl.load(weight_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
