@@ -78,7 +78,7 @@ def _bench_gpu(presets: tuple[str, ...], dtype_name: str, quick: bool) -> int:
     device = torch.device("cuda", torch.cuda.current_device())
     timer = CudaEventTimer(warmup=5, repeat=20)
     print(f"{torch.cuda.get_device_name(device)}, {dtype_name}, torch {torch.__version__}")
-    header = f"{'op':<11}{'shape':<46}{'ncompass':>12}{'pytorch':>12}{'ratio':>8}  config"
+    header = f"{'op':<11}{'shape':<46}{'ncompass':>15}{'pytorch':>16}{'ratio':>9}  config"
     ratios: list[float] = []
     for name in presets:
         print(f"\n{name}\n{header}")
@@ -97,8 +97,8 @@ def _bench_gpu(presets: tuple[str, ...], dtype_name: str, quick: bool) -> int:
             ratios.append(ratio)
             config = tuned.choice.config.describe() if tuned.choice else f"PyTorch: {tuned.skipped}"
             print(
-                f"{shape.op:<11}{shape.label:<46}{scale / ours * 1e3:>8.1f} {unit:<3}"
-                f"{scale / theirs * 1e3:>8.1f} {unit:<3}{ratio:>7.2f}x  {config}"
+                f"{shape.op:<11}{shape.label:<46}{scale / ours * 1e3:>8.1f} {unit:<6}"
+                f"{scale / theirs * 1e3:>9.1f} {unit:<6}{ratio:>8.2f}x  {config}"
             )
     geomean = _geomean(ratios)
     print(f"\ngeometric mean of ratios: {geomean:.2f}x over {len(ratios)} shapes")
