@@ -118,6 +118,14 @@ def test_a_graph_launch_links_every_kernel_it_ran(tmp_path: Path) -> None:
     assert head["ts"] == 1.0
 
 
+def test_a_progress_bar_can_be_asked_for(tmp_path: Path) -> None:
+    report = _many_steps(tmp_path / "steps.sqlite", 20)
+    shown = convert_report(report, tmp_path / "shown.json", progress=True)
+    quiet = convert_report(report, tmp_path / "quiet.json", progress=False)
+    assert shown.stats == quiet.stats
+    assert (tmp_path / "shown.json").read_bytes() == (tmp_path / "quiet.json").read_bytes()
+
+
 def _many_steps(path: Path, steps: int) -> Path:
     builder = ReportBuilder(path)
     for step in range(steps):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ from ncompass.traces.nsys.schema import ReportSchema, open_report
 from ncompass.traces.writer import TraceWriter
 
 REPORT_SUFFIX = ".nsys-rep"
+_ROWS_FOR_BAR = 1_000_000  # about ten seconds of converting: below that a bar would flicker
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,11 @@ class ConversionResult:
 
 
 def convert_report(
-    report: str | Path, output: str | Path, *, nsys: str | None = None
+    report: str | Path,
+    output: str | Path,
+    *,
+    nsys: str | None = None,
+    progress: bool | None = None,
 ) -> ConversionResult:
     """Convert an Nsight Systems report into a Chrome trace (Perfetto, ``ncompass summarize``).
 
@@ -66,6 +74,8 @@ def convert_report(
             must be installed) or an exported ``.sqlite`` file.
         output: The trace to write, ``.json`` or ``.json.gz``.
         nsys: The ``nsys`` executable, for ``.nsys-rep`` reports (default: on PATH).
+        progress: A progress bar on stderr: True/False, or None for "on a terminal, for
+            reports of a million rows or more".
 
     Returns:
         The paths and counts.
@@ -81,25 +91,58 @@ def convert_report(
     if source.suffix == REPORT_SUFFIX:
         with tempfile.TemporaryDirectory(prefix="ncompass-nsys-", dir=_scratch(target)) as tmp:
             exported = export_sqlite(source, Path(tmp) / f"{source.stem}.sqlite", nsys=nsys)
-            stats = _convert_sqlite(exported, target, source)
+            stats = _convert_sqlite(exported, target, source, progress)
     else:
-        stats = _convert_sqlite(source, target, source)
+        stats = _convert_sqlite(source, target, source, progress)
     return ConversionResult(source, target, stats)
 
 
-def _convert_sqlite(database: Path, output: Path, report: Path) -> ConversionStats:
+def _convert_sqlite(
+    database: Path, output: Path, report: Path, progress: bool | None
+) -> ConversionStats:
     connection = open_report(database)
     try:
-        schema = ReportSchema.read(
-            connection, report if report.suffix != REPORT_SUFFIX else database
-        )
+        schema = ReportSchema.read(connection, report)  # messages name the user's file
         queries = ReportQueries(connection, schema)
         metadata = _metadata(queries, report)
-        with TraceWriter(output, metadata=metadata) as writer:
-            stats = ReportConverter(queries, writer.write_many).run()
+        rows = queries.row_count()
+        label = f"converting {report.name}"
+        with (
+            row_progress(label, rows, progress) as advance,
+            TraceWriter(output, metadata=metadata) as writer,
+        ):
+            stats = ReportConverter(queries, writer.write_many, advance).run()
     finally:
         connection.close()
     return stats
+
+
+@contextmanager
+def row_progress(label: str, rows: int, enabled: bool | None) -> Iterator[Callable[[int], None]]:
+    """Yield a callback advancing a transient progress bar on stderr by a number of rows."""
+    show = enabled if enabled is not None else sys.stderr.isatty() and rows >= _ROWS_FOR_BAR
+    if not show:
+        yield _ignore
+        return
+    # Imported only when a bar is shown: rich costs tens of milliseconds to import.
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    console = Console(stderr=True)
+    with Progress(*columns, TimeRemainingColumn(), console=console, transient=True) as bar:
+        task = bar.add_task(label, total=rows)
+        yield lambda count: bar.advance(task, count)
+
+
+def _ignore(count: int) -> None:
+    del count
 
 
 def _metadata(queries: ReportQueries, report: Path) -> dict[str, Any]:

@@ -97,12 +97,21 @@ class ReportConverter:
     Args:
         queries: The export to read.
         emit: Receives the events (in no particular time order).
+        progress: Called now and then with how many more rows were read (for a progress bar).
     """
 
-    def __init__(self, queries: ReportQueries, emit: Callable[[Iterable[Event]], None]) -> None:
+    def __init__(
+        self,
+        queries: ReportQueries,
+        emit: Callable[[Iterable[Event]], None],
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         self.queries = queries
         self.stats = ConversionStats()
         self._emit_many = emit
+        self._progress = progress
+        self._rows_read = 0
+        self._rows_reported = 0
         self._correlations = _CorrelationIds()
         self._nvtx = queries.nvtx_names()
         names = ReportNames(queries.process_names(), queries.thread_names(), queries.gpu_names())
@@ -138,6 +147,7 @@ class ReportConverter:
         layout = LaneLayout()
         ranges = ThreadRanges()
         for record in records:
+            self._rows_read += 1
             if record.global_tid != thread:
                 self._finish_ranges(ranges.close_all())
                 self._count_lanes(layout)
@@ -211,6 +221,7 @@ class ReportConverter:
         layout = LaneLayout()
         stats = self.stats
         for op in self.queries.gpu_ops():
+            self._rows_read += 1
             key = (op.process, op.device, op.context, op.stream)
             if key != stream:
                 self._count_lanes(layout)
@@ -265,6 +276,9 @@ class ReportConverter:
         self.stats.events += len(self._pending)
         self._emit_many(self._pending)
         self._pending = []
+        if self._progress is not None:
+            self._progress(self._rows_read - self._rows_reported)
+            self._rows_reported = self._rows_read
 
     def _count_lanes(self, layout: LaneLayout) -> None:
         self.stats.overlap_lanes += max(layout.lane_count - 1, 0)

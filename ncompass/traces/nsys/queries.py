@@ -120,6 +120,14 @@ class ReportQueries:
                 latest = max([latest, *(value for value in row if isinstance(value, int))])
         return latest
 
+    def row_count(self) -> int:
+        """Rows of the event tables the converter reads (what a progress bar counts)."""
+        total = 0
+        for table in (*self.gpu_tables, RUNTIME_TABLE, NVTX_TABLE, OSRT_TABLE):
+            if self.schema.has_table(table):
+                total += int(self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+        return total
+
     def nvtx_names(self) -> NvtxNames:
         """Domain and category names registered through NVTX."""
         names = NvtxNames()
