@@ -79,7 +79,13 @@ def add(a, b):
     return a + b
 
 
+# tl.sum's own combine function: the interpreter recognises it and sums with numpy, where any
+# other combine function is called element by element (~100x slower). It is only ever passed to
+# tl.reduce, never called, so its mode does not matter; our `add` stands in if it is renamed.
+SUM_COMBINE = getattr(tl.standard, "_sum_combine", add)
+
+
 @triton.jit
 def row_sum(x):
     """The sum of each row of a 2-D block (``tl.sum(x, axis=1)``)."""
-    return tl.reduce(x, 1, add)
+    return tl.reduce(x, 1, SUM_COMBINE)
