@@ -1,1 +1,99 @@
-"""Remote runs on a Ray cluster: submit a profiled run, follow it, fetch its traces back."""
+"""Remote runs on a Ray cluster: submit a profiled run, follow it, fetch its traces back.
+
+Ray is optional (``pip install 'ncompass[remote]'``) and imported only when a job is submitted
+or listed: importing this package never imports it. ``ncompass submit`` and ``ncompass jobs``
+are the command line; the same steps are here for Python::
+
+    from ncompass.remote import SubmitOptions, submit
+
+    result = submit(SubmitOptions(script="train.py", specs=[Path("attn.yaml")], gpus=2), reporter)
+    result.fetch.rank_traces()   # [(0, Path("traces/<job>/train-rank0.json")), ...]
+    result.merged                # traces/<job>/train-merged.json
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ncompass.remote.address import Cluster, resolve_cluster
+    from ncompass.remote.config import RemoteConfig, load_config, save_config
+    from ncompass.remote.errors import (
+        ClusterUnreachableError,
+        JobNotFoundError,
+        RayNotInstalledError,
+        RemoteError,
+        UploadTooLargeError,
+    )
+    from ncompass.remote.fetch import FetchReport, fetch_job
+    from ncompass.remote.job_plan import JOB_ID_ENV, REMOTE_ENV, JobPlan, RankLayout
+    from ncompass.remote.jobs import JobsClient, JobState
+    from ncompass.remote.submit import Reporter, SubmitOptions, SubmitResult, submit
+
+# Imported on first use: the job-side modules of this package (``python -m
+# ncompass.remote.launch`` on the cluster) must start with the standard library only, and
+# nothing here may import Ray.
+_LAZY: dict[str, str] = {
+    "Cluster": "ncompass.remote.address",
+    "resolve_cluster": "ncompass.remote.address",
+    "RemoteConfig": "ncompass.remote.config",
+    "load_config": "ncompass.remote.config",
+    "save_config": "ncompass.remote.config",
+    "ClusterUnreachableError": "ncompass.remote.errors",
+    "JobNotFoundError": "ncompass.remote.errors",
+    "RayNotInstalledError": "ncompass.remote.errors",
+    "RemoteError": "ncompass.remote.errors",
+    "UploadTooLargeError": "ncompass.remote.errors",
+    "FetchReport": "ncompass.remote.fetch",
+    "fetch_job": "ncompass.remote.fetch",
+    "JOB_ID_ENV": "ncompass.remote.job_plan",
+    "REMOTE_ENV": "ncompass.remote.job_plan",
+    "JobPlan": "ncompass.remote.job_plan",
+    "RankLayout": "ncompass.remote.job_plan",
+    "JobsClient": "ncompass.remote.jobs",
+    "JobState": "ncompass.remote.jobs",
+    "Reporter": "ncompass.remote.submit",
+    "SubmitOptions": "ncompass.remote.submit",
+    "SubmitResult": "ncompass.remote.submit",
+    "submit": "ncompass.remote.submit",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'ncompass.remote' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [
+    "JOB_ID_ENV",
+    "REMOTE_ENV",
+    "Cluster",
+    "ClusterUnreachableError",
+    "FetchReport",
+    "JobNotFoundError",
+    "JobPlan",
+    "JobState",
+    "JobsClient",
+    "RankLayout",
+    "RayNotInstalledError",
+    "RemoteConfig",
+    "RemoteError",
+    "Reporter",
+    "SubmitOptions",
+    "SubmitResult",
+    "UploadTooLargeError",
+    "fetch_job",
+    "load_config",
+    "resolve_cluster",
+    "save_config",
+    "submit",
+]
