@@ -1,6 +1,8 @@
 """``capture_trace``: profile one function's calls, but only when profiling is on.
 
-A pass-through unless ``NCOMPASS_PROFILE=1`` (``ncompass run`` and profiling sessions set it).
+A pass-through unless ``NCOMPASS_PROFILE=1`` (``ncompass run`` and profiling sessions set it)
+or the process runs in a job of ``ncompass submit`` (``NCOMPASS_REMOTE=1``, the seed's
+``CHISEL_BACKEND_RUN``).
 When on, each call writes ``{trace_name}.json`` into the trace folder (``$NCOMPASS_TRACE_DIR``,
 default ``traces``), never overwriting an earlier one. Inside another profiled region (a nested
 ``capture_trace``, or ``ncompass run --profiler torch``) the call is cut out of the outer trace.
@@ -20,14 +22,23 @@ from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.trace_files import claim_trace_path, trace_dir
 
 PROFILE_ENV = "NCOMPASS_PROFILE"
+REMOTE_ENV = "NCOMPASS_REMOTE"
+_OFF = ("", "0", "false", "False")
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 def profiling_enabled() -> bool:
-    """Whether ``capture_trace`` records (``NCOMPASS_PROFILE=1``)."""
-    return os.environ.get(PROFILE_ENV, "") not in ("", "0", "false", "False")
+    """Whether ``capture_trace`` records.
+
+    On with ``NCOMPASS_PROFILE=1``, and inside a submitted job (``NCOMPASS_REMOTE=1``) unless
+    ``NCOMPASS_PROFILE`` explicitly says off.
+    """
+    explicit = os.environ.get(PROFILE_ENV, "")
+    if explicit:
+        return explicit not in _OFF
+    return os.environ.get(REMOTE_ENV, "") not in _OFF
 
 
 class TorchProfilerContext:
