@@ -171,7 +171,9 @@ def submit_command(
     Streams the job's output, exits with its exit code, and fetches every trace it wrote into
     the local trace folder; with several ranks, merges them into one timeline. Example:
 
-        ncompass submit --gpus 2 --config configs/attn.yaml examples/tiny_transformer.py
+    \b
+        ncompass submit --gpus 2 --config configs/attn.yaml \\
+            examples/tiny_transformer.py --new-tokens 8
     """
     from ncompass.remote.submit import SubmitOptions, submit
 

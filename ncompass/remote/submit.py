@@ -338,6 +338,13 @@ def collect(client: JobsClient, result: SubmitResult, reporter: Reporter) -> Non
         result.problems.append(str(error))
         reporter.status(f"ncompass: traces not fetched: {error}")
         return
+    except KeyboardInterrupt:
+        result.problems.append("fetch interrupted")
+        reporter.status(
+            f"ncompass: fetch interrupted; `ncompass jobs fetch {result.job_id}` resumes it"
+        )
+        result.exit_code = DETACHED_EXIT_CODE
+        return
     result.fetch = report
     reporter.status(describe_fetch(report))
     try:
