@@ -25,7 +25,7 @@ from ncompass.remote.config import ConfigFile, RemoteConfig  # noqa: E402
 from ncompass.remote.dashboard import Dashboard  # noqa: E402
 from ncompass.remote.fetch import ChunkProgress, fetch_job  # noqa: E402
 from ncompass.remote.manifest import node_folder  # noqa: E402
-from ncompass.remote.submit import SubmitOptions, submit  # noqa: E402
+from ncompass.remote.submission import SubmitOptions, submit  # noqa: E402
 from tests.remote.cluster import LocalRayCluster  # noqa: E402
 
 HELLO = "print('hello from the cluster')\n"

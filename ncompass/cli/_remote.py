@@ -175,7 +175,7 @@ def submit_command(
         ncompass submit --gpus 2 --config configs/attn.yaml \\
             examples/tiny_transformer.py --new-tokens 8
     """
-    from ncompass.remote.submit import SubmitOptions, submit
+    from ncompass.remote.submission import SubmitOptions, submit
 
     args = list(arguments)
     script: str | None = None
@@ -295,7 +295,7 @@ def logs_command(job_id: str, address: str | None, follow: bool) -> None:
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     state = client.state(job_id)
-    from ncompass.remote.submit import describe_end
+    from ncompass.remote.submission import describe_end
 
     describe_end(state, reporter)
     raise SystemExit(state.final_exit_code())
@@ -310,6 +310,16 @@ def logs_command(job_id: str, address: str | None, follow: bool) -> None:
 def stop_command(job_id: str, address: str | None, timeout: float) -> None:
     """Stop JOB_ID (its ranks are interrupted, so their traces are still written)."""
     client = _client(address, "ncompass jobs stop")
+    before = client.state(job_id)
+    if before.status == "PENDING":
+        client.stop(job_id)
+        click.echo(
+            f"ncompass: job {job_id} has not started; Ray stops it as soon as it does (a job "
+            "that never gets its resources fails by itself after RAY_JOB_START_TIMEOUT_SECONDS, "
+            "15 min by default)",
+            err=True,
+        )
+        return
     if not client.stop(job_id):
         state = client.state(job_id)
         click.echo(f"ncompass: job {job_id} had already ended ({state.status})", err=True)
@@ -336,7 +346,7 @@ def fetch_command(job_id: str, address: str | None, output_dir: Path | None, top
     from ncompass.remote.errors import JobNotFoundError, RemoteError
     from ncompass.remote.fetch import fetch_job
     from ncompass.remote.rank_traces import merge_ranks
-    from ncompass.remote.submit import describe_fetch
+    from ncompass.remote.submission import describe_fetch
 
     reporter = _TerminalReporter()
     settings = load_config()

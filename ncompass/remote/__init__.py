@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ncompass.remote.fetch import FetchReport, fetch_job
     from ncompass.remote.job_plan import JOB_ID_ENV, REMOTE_ENV, JobPlan, RankLayout
     from ncompass.remote.jobs import JobsClient, JobState
-    from ncompass.remote.submit import Reporter, SubmitOptions, SubmitResult, submit
+    from ncompass.remote.submission import Reporter, SubmitOptions, SubmitResult, submit
 
 # Imported on first use: the job-side modules of this package (``python -m
 # ncompass.remote.launch`` on the cluster) must start with the standard library only, and
@@ -53,10 +53,10 @@ _LAZY: dict[str, str] = {
     "RankLayout": "ncompass.remote.job_plan",
     "JobsClient": "ncompass.remote.jobs",
     "JobState": "ncompass.remote.jobs",
-    "Reporter": "ncompass.remote.submit",
-    "SubmitOptions": "ncompass.remote.submit",
-    "SubmitResult": "ncompass.remote.submit",
-    "submit": "ncompass.remote.submit",
+    "Reporter": "ncompass.remote.submission",
+    "SubmitOptions": "ncompass.remote.submission",
+    "SubmitResult": "ncompass.remote.submission",
+    "submit": "ncompass.remote.submission",
 }
 
 

@@ -266,6 +266,55 @@ def test_a_failing_job_passes_its_exit_code_and_its_logs_stay_readable(
     ) in run.done.stderr
     logs = _ncompass(cluster, project, "jobs", "logs", run.job_id)
     assert logs.returncode == 0 and "checkpoint.pt: no such file" in logs.stdout
+    followed = _ncompass(cluster, project, "jobs", "logs", run.job_id, "--follow")
+    assert followed.returncode == 3  # following a job ends with its exit code
+    assert "loading the checkpoint" in followed.stdout
+
+
+def test_a_job_waiting_for_gpus_says_what_it_waits_for_and_ctrl_c_detaches(
+    cluster: LocalRayCluster, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ncompass.remote import submission
+    from ncompass.remote.config import ConfigFile, RemoteConfig
+
+    monkeypatch.setattr(submission, "PENDING_HINT_AFTER_S", 1.0)
+    said: list[str] = []
+
+    class Impatient:
+        def status(self, message: str) -> None:
+            said.append(message)
+            if "has waited" in message:
+                raise KeyboardInterrupt  # the user gives up waiting
+
+        def output(self, text: str) -> None:
+            said.append(text)
+
+        def progress(self, event: ChunkProgress) -> None:
+            pass
+
+    options = submission.SubmitOptions(
+        script=str(project / "failing_job.py"),
+        gpus=3,  # the cluster has 2
+        gpu_resource="fake_gpu",
+        profiler="none",
+        upload_dir=project,
+        output_dir=tmp_path,
+        address=cluster.url,
+    )
+    settings = ConfigFile(tmp_path / "none.yaml", RemoteConfig(token=cluster.token))
+    result = submission.submit(options, Impatient(), settings)
+    try:
+        assert result.exit_code == 130
+        hint = next(line for line in said if "has waited" in line)
+        assert "it asks for {'entrypoint_resources': {'fake_gpu': 3}}" in hint
+        assert "the cluster has CPU 2, fake_gpu 2" in hint
+        assert f"detached; job {result.job_id} keeps running" in said[-1]
+    finally:
+        stopped = _ncompass(cluster, project, "jobs", "stop", result.job_id)
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"job {result.job_id} has not started; Ray stops it as soon as it does" in (
+        stopped.stderr
+    )
 
 
 def test_an_interrupted_fetch_resumes_and_overwrites_nothing(
