@@ -236,6 +236,9 @@ def submit(
     try:
         prepared = prepare_job(options, settings, workspace)
         client = JobsClient(cluster)
+        mismatch = version_mismatch(client.ray_version)
+        if mismatch:
+            reporter.status(f"warning: {mismatch}")
         job_id = client.submit(
             job_id=prepared.plan.job_id,
             entrypoint=prepared.plan.entrypoint(),
@@ -289,6 +292,19 @@ def follow(client: JobsClient, job_id: str, plan: JobPlan, reporter: Reporter) -
     client.wait(job_id, until=lambda state: state.status != "PENDING", on_poll=while_pending)
     client.follow(job_id, reporter.output)
     return client.wait(job_id)
+
+
+def version_mismatch(cluster_version: str) -> str | None:
+    """A warning when this machine's Ray and the cluster's differ in major or minor version."""
+    import ray
+
+    ours = str(ray.__version__)
+    if ours.split(".")[:2] == cluster_version.split(".")[:2]:
+        return None
+    return (
+        f"the cluster runs Ray {cluster_version} and this machine Ray {ours}; the Jobs API "
+        f"usually copes, but if something fails, install ray[default]=={cluster_version} here"
+    )
 
 
 def pending_hint(cluster: Cluster, job_id: str, plan: JobPlan, waited: float) -> str:
@@ -410,4 +426,5 @@ __all__ = [
     "pending_hint",
     "prepare_job",
     "submit",
+    "version_mismatch",
 ]
