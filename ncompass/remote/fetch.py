@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -22,12 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ncompass.remote.dashboard import Dashboard, FileMissingError
-from ncompass.remote.errors import RemoteError
+from ncompass.remote.errors import ClusterUnreachableError, RemoteError
 from ncompass.remote.manifest import MANIFEST_NAME, PACK_ROOT, Chunk, NodeManifest, PackedFile
 
 PARTIAL_FOLDER = ".partial"
 LOCK_NAME = ".fetch.lock"
+DOWNLOAD_ATTEMPTS = 3
+RETRY_PAUSE_S = 0.5
 _HASH_BLOCK = 1 << 20
+
+
+class DamagedChunkError(RemoteError):
+    """A chunk arrived with the wrong size or checksum."""
 
 
 @dataclass(frozen=True)
@@ -180,7 +187,9 @@ def _fetch_file(
         piece = staging / f"{index:05d}"
         downloaded = not _is_chunk(piece, chunk.size, chunk.sha256)
         if downloaded:
-            _download_chunk(dashboard, node_id, f"{manifest.folder}/{chunk.name}", piece, chunk)
+            _download_with_retries(
+                dashboard, node_id, f"{manifest.folder}/{chunk.name}", piece, chunk
+            )
             report.chunks_downloaded += 1
             report.bytes_downloaded += chunk.size
         else:
@@ -195,6 +204,20 @@ def _fetch_file(
     report.written.append(final)
     report.local_paths[packed.path] = final
     shutil.rmtree(staging, ignore_errors=True)
+
+
+def _download_with_retries(
+    dashboard: Dashboard, node_id: str, remote: str, piece: Path, chunk: Chunk
+) -> None:
+    """Download one chunk; a damaged or dropped transfer is tried again, twice."""
+    for attempt in range(DOWNLOAD_ATTEMPTS):
+        try:
+            _download_chunk(dashboard, node_id, remote, piece, chunk)
+            return
+        except (DamagedChunkError, ClusterUnreachableError):
+            if attempt == DOWNLOAD_ATTEMPTS - 1:
+                raise
+            time.sleep(RETRY_PAUSE_S * (attempt + 1))
 
 
 def _download_chunk(
@@ -221,7 +244,7 @@ def _download_chunk(
         raise RemoteError(f"{partial}: cannot write ({error.strerror})") from None
     if written != size or digest.hexdigest() != expected:
         partial.unlink(missing_ok=True)
-        raise RemoteError(
+        raise DamagedChunkError(
             f"{remote} from node {node_id[:12]} arrived damaged ({written} of {size} bytes, "
             "checksum mismatch); run the fetch again: it resumes at this chunk"
         )
@@ -346,6 +369,7 @@ __all__ = [
     "LOCK_NAME",
     "PARTIAL_FOLDER",
     "ChunkProgress",
+    "DamagedChunkError",
     "FetchReport",
     "NodePack",
     "fetch_job",

@@ -230,13 +230,18 @@ def _signal(pid: int, signum: int) -> None:
 
 
 @contextlib.contextmanager
-def shared_cluster(resources: str) -> Iterator[LocalRayCluster]:
+def shared_cluster(resources: str, run_folder: Path) -> Iterator[LocalRayCluster]:
     """One cluster for every pytest-xdist worker of a test run, stopped by the last one out.
 
     pytest-xdist may hand the tests of one module to both workers; without sharing, each would
     start a Ray cluster of its own. Workers of one run share ``PYTEST_XDIST_TESTRUNUID``: the
     first to arrive starts the cluster and records it, later ones attach, and whoever leaves
     last (dead workers are not counted) stops it. Outside xdist it is a plain cluster.
+
+    Args:
+        resources: The head node's custom resources (JSON).
+        run_folder: A folder all workers of the run share (pytest's base temporary folder's
+            parent under xdist), which pytest cleans up with its other old runs.
     """
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if run is None:
@@ -247,7 +252,7 @@ def shared_cluster(resources: str) -> Iterator[LocalRayCluster]:
         finally:
             cluster.stop()
         return
-    folder = Path(tempfile.gettempdir()) / f"ncompass-ray-tests-{run}"
+    folder = run_folder / f"ncompass-ray-{run}"
     folder.mkdir(exist_ok=True)
     state_path = folder / "cluster.json"
     with _locked(folder / "lock"):
@@ -267,7 +272,6 @@ def shared_cluster(resources: str) -> Iterator[LocalRayCluster]:
     try:
         yield cluster
     finally:
-        last = False
         with _locked(folder / "lock"):
             state = json.loads(state_path.read_text())
             users = [pid for pid in state["users"] if pid != os.getpid() and _alive(pid)]
@@ -275,12 +279,7 @@ def shared_cluster(resources: str) -> Iterator[LocalRayCluster]:
                 state_path.write_text(json.dumps({**state, "users": users}))
             else:
                 state_path.unlink()
-                last = True
                 cluster.stop()
-        if last:
-            with contextlib.suppress(OSError):
-                (folder / "lock").unlink()
-                folder.rmdir()
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,27 @@ def test_every_chunk_and_file_carries_its_checksum(tmp_path: Path) -> None:
     assert item.sha256 == hashlib.sha256(data).hexdigest() and item.size == len(data)
     for chunk in item.chunks:
         assert hashlib.sha256((folder / chunk.name).read_bytes()).hexdigest() == chunk.sha256
+
+
+class _Flaky(FolderDashboard):
+    """Damages the first transfer of every chunk, as a dropped connection would."""
+
+    def __init__(self, logs: Path) -> None:
+        super().__init__(logs)
+        self.damaged: set[str] = set()
+
+    def read_file(self, node_id: str, filename: str) -> Iterator[bytes]:
+        if "/chunks/" in filename and filename not in self.damaged:
+            self.damaged.add(filename)
+            yield b"\0" * 10  # cut short
+            return
+        yield from super().read_file(node_id, filename)
+
+
+def test_a_transfer_damaged_once_is_tried_again(tmp_path: Path) -> None:
+    files = {"demo.json": os.urandom(3000)}
+    _pack(tmp_path / "logs", files, chunk_bytes=1024)
+    dashboard = _Flaky(tmp_path / "logs")
+    report = fetch_job(dashboard, JOB, tmp_path / "home")
+    assert (tmp_path / "home" / "demo.json").read_bytes() == files["demo.json"]
+    assert report.chunks_downloaded == len(dashboard.damaged) == 3

@@ -79,9 +79,10 @@ class Submission:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalRayCluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayCluster]:
     # Stopping checks that none of the cluster's processes is left (it raises otherwise).
-    with shared_cluster('{"fake_gpu": 2}') as running:
+    shared = tmp_path_factory.getbasetemp().parent
+    with shared_cluster('{"fake_gpu": 2}', shared) as running:
         yield running
 
 
