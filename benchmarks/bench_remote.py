@@ -11,6 +11,7 @@ Needs Ray (``pip install 'ncompass[remote]'``). Starts one cluster on 127.0.0.1 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -73,10 +74,10 @@ def main() -> int:
         print("Ray is not installed: pip install 'ncompass[remote]'", file=sys.stderr)
         return 1
     cluster = LocalRayCluster()
+    work = Path(tempfile.mkdtemp(prefix="bench-remote-"))
     try:
         cluster.start('{"fake_gpu": 2}')
         print(f"Ray start-up (head, dashboard, 2 CPUs): {cluster.startup_s:.1f} s")
-        work = Path(tempfile.mkdtemp(prefix="bench-remote-"))
         (work / "hello.py").write_text(HELLO)
         (work / "writer.py").write_text(TRACE_WRITER)
         settings = ConfigFile(work / "none.yaml", RemoteConfig(token=cluster.token))
@@ -130,6 +131,7 @@ def main() -> int:
             f"{again.bytes_downloaded} bytes moved"
         )
     finally:
+        shutil.rmtree(work, ignore_errors=True)
         started = time.perf_counter()
         cluster.stop()
         left = cluster.leftovers()
