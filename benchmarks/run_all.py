@@ -2,7 +2,8 @@
 
 Benchmarks compete for the CPU, so they never run at the same time. ``--quick`` passes each
 benchmark its own quick option where it has one. The trace benchmark installs Holistic Trace
-Analysis into its own virtual environment on first use (a few minutes).
+Analysis into its own virtual environment on first use (a few minutes); the kernel benchmark
+needs the ``kernels`` extra and the remote one the ``remote`` extra (``make`` installs both).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("bench_markers.py", [], ["--quick"]),
     ("bench_gpu_monitor.py", [], ["--quick"]),
     ("bench_traces.py", [], ["--runs", "1", "--no-scaling"]),
+    ("bench_nvtx_trace.py", [], ["--runs", "2", "--calls", "20000", "--steps", "20000"]),
+    ("bench_kernels.py", [], ["--quick"]),
+    ("bench_remote.py", [], ["--quick"]),
 ]
 
 

@@ -179,7 +179,9 @@ def test_gpu_monitor_samples_become_counter_tracks(tmp_path: Path) -> None:
     assert sidecar["gpu"]["counter_events"] == result.gpu.counter_events
 
 
-def test_markers_also_go_to_an_attached_nvtx_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_markers_also_go_to_an_attached_nvtx_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     script = _script(tmp_path)
     monkeypatch.setenv("NVTX_INJECTION64_PATH", "/nonexistent/libinjection.so")  # as nsys sets it
     result = run(RunOptions(specs=[_spec(tmp_path, script)], script=str(script), profiler="none"))
