@@ -224,14 +224,16 @@ class ProfilingSession:
     ) -> dict[str, Any]:
         """The summary of a trace (default: the last one): ``{"markdown", "structured"}``.
 
-        Served from the cache when the same trace (by content) was summarized before.
+        Served from the cache when the same trace (by content) was summarized before by the
+        same provider; an answer the provider fell back on (service down) is not served again.
         """
         path = self._trace(trace_path)
         key = self.summaries.key(path, feedback_context, self.provider.name)
         summary = self.summaries.get(key)
         if summary is None:
             summary = self.provider.summarize(path, feedback_context=feedback_context)
-            entry = self.summaries.put(key, path, summary)
+            fallback = getattr(self.provider, "last_failure", None)
+            entry = self.summaries.put(key, path, summary, fallback=fallback)
             for record in self.iterations:
                 if Path(record.trace_path) == path:
                     record.summary_path = str(entry)

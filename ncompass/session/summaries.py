@@ -42,7 +42,11 @@ class SummaryCache:
         return self.folder / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The cached summary, or None (a corrupt entry counts as missing and is removed)."""
+        """The cached summary, or None.
+
+        A corrupt entry counts as missing and is removed; a fallback entry (the provider could
+        not answer and another one did) counts as missing so the next request asks again.
+        """
         path = self.path(key)
         try:
             entry = orjson.loads(path.read_bytes())
@@ -54,15 +58,24 @@ class SummaryCache:
         except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
             path.unlink(missing_ok=True)
             return None
+        if entry.get("fallback"):
+            return None
         return summary
 
-    def put(self, key: str, trace: Path, summary: dict[str, Any]) -> Path:
-        """Store a summary; returns the entry's file."""
+    def put(
+        self, key: str, trace: Path, summary: dict[str, Any], *, fallback: str | None = None
+    ) -> Path:
+        """Store a summary; returns the entry's file.
+
+        ``fallback`` is why the provider asked fell back to another one: :meth:`find` still
+        returns such an entry, :meth:`get` does not serve it.
+        """
         entry = {
             "trace": trace.name,
             "trace_path": str(trace),
             "created": time.time(),
             "summary": summary,
+            "fallback": fallback,
         }
         path = self.path(key)
         write_atomic(path, orjson.dumps(entry))

@@ -190,3 +190,27 @@ def test_a_corrupt_cache_entry_is_recomputed(tmp_path: Path) -> None:
     for entry in (tmp_path / "cache" / "summaries").glob("*.json"):
         entry.write_text("{not json")
     assert session.get_trace_summary(trace) == summary
+
+
+class FallingBackOnceProvider(CountingProvider):
+    """Like a remote provider whose service is down for the first request only."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.last_failure: str | None = None
+
+    def summarize(self, trace_path: Path, **kwargs: Any) -> dict[str, Any]:
+        self.last_failure = "connection refused" if self.summaries == 0 else None
+        return super().summarize(trace_path, **kwargs)
+
+
+def test_a_fallback_summary_is_not_served_from_the_cache(tmp_path: Path) -> None:
+    session = ProfilingSession(str(tmp_path), session_name="fallback")
+    provider = FallingBackOnceProvider(session.provider)
+    session.provider = provider
+    trace = session.run_profile(run_inference)
+    session.get_trace_summary(trace)  # answered by the fallback: kept, but not served again
+    assert session.load_trace_summary("fallback") is not None
+    session.get_trace_summary(trace)  # the provider is asked again, and answers
+    session.get_trace_summary(trace)  # now from the cache
+    assert provider.summaries == 2
