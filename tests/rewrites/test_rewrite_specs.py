@@ -83,15 +83,8 @@ def _markers(trace: Path) -> set[str]:
     return {event["name"] for event in events if event.get("cat") == "user_annotation"}
 
 
-def _run(tmp_path: Path, name: str, *script: str) -> set[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "ncompass",
-        "run",
-        "--config",
-        str(REWRITES / "torch" / "nn.yaml"),
-    ]
+def _run(tmp_path: Path, name: str, *script: str, spec: str = "torch/nn.yaml") -> set[str]:
+    command = [sys.executable, "-m", "ncompass", "run", "--config", str(REWRITES / spec)]
     command += ["--output-dir", str(tmp_path), "--trace-name", name, *script]
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=240)
     assert done.returncode == 0, done.stderr
@@ -114,3 +107,44 @@ def test_torch_nn_spec_marks_every_building_block(tmp_path: Path) -> None:
     config = RewriteConfig.from_yaml(REWRITES / "torch" / "nn.yaml")
     every = {m.name for t in config.targets for m in [*t.functions, *t.calls, *t.ranges]}
     assert every <= markers, sorted(every - markers)
+
+
+TINY_LLAMA = """
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+torch.manual_seed(0)
+config = LlamaConfig(
+    vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+)
+model = LlamaForCausalLM(config).eval()
+with torch.no_grad():
+    out = model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=3, do_sample=False)
+print(out.tolist())
+"""
+
+
+@pytest.mark.slow
+def test_llama_spec_marks_a_real_llama_decoder(tmp_path: Path) -> None:
+    config = RewriteConfig.from_yaml(REWRITES / "transformers" / "llama.yaml")
+    reason = unmet_requirement(config.targets[0].requires)
+    if reason:
+        pytest.skip(reason)
+    script = tmp_path / "tiny_llama.py"
+    script.write_text(TINY_LLAMA)
+    markers = _run(tmp_path, "llama", str(script), spec="transformers/llama.yaml")
+    static = {
+        m.name or ""
+        for t in config.targets
+        for m in [*t.functions, *t.calls, *t.ranges]
+        if "{" not in (m.name or "")
+    }
+    assert static <= markers, sorted(static - markers)
+    # names templated on the layer index are evaluated per layer
+    assert {
+        "llama.layer[0]",
+        "llama.layer[1]",
+        "llama.attention[0]",
+        "llama.attention[1]",
+    } <= markers
