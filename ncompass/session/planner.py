@@ -163,6 +163,61 @@ class MarkerPlanner:
                 )
         return self._checked(proposal)
 
+    def from_targets(self, targets: list[dict[str, Any]], proposer: str) -> Proposal:
+        """A provider's proposal (version 1 target dicts), checked like the planner's own:
+        markers that duplicate, cross or match nothing are dropped with the reason."""
+        proposal = Proposal()
+        for target in targets:
+            label = target.get("module") or target.get("file")
+            if not label:
+                proposal.dropped.append(f"{proposer}: a target without module or file")
+                continue
+            key = _key_for(str(label)) if target.get("file") else TargetKey(module=str(label))
+            try:
+                self.source_of(key)
+            except NcompassError as error:  # a module the provider named cannot be read here
+                proposal.dropped.append(f"{proposer}: {error}")
+                continue
+            count = 0
+            for kind in ("functions", "calls", "ranges"):
+                for marker in target.get(kind) or []:
+                    proposal.add(key, kind, marker)
+                    count += 1
+            if count:
+                proposal.reasons.append(f"{proposer} proposed {count} markers in {key.label}")
+        return self._checked(proposal)
+
+    def request_sources(self, labels: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The source of each module or file a provider is asked about (unreadable ones left
+        out): label → ``{"path", "sha256", "text"}``."""
+        sources: dict[str, dict[str, str]] = {}
+        for label in labels:
+            key = _key_for(label)
+            try:
+                source, _ = self.source_of(key)
+            except NcompassError:
+                continue
+            path = str(source.path or "")
+            sources[label] = {"path": path, "sha256": source.sha256, "text": source.text}
+        return sources
+
+    def hot_labels(self, record: IterationRecord, limit: int = 3) -> list[str]:
+        """The modules (or script files) of the hottest markers of ``record``."""
+        labels: list[str] = []
+        for site, _ in _hot_sites(record):
+            if site.get("name") == FULL_TRACE_MARKER:
+                key = self.entry.key if self.entry else None
+                label = (key.module or key.file) if key else None
+            elif _is_file_label(site):
+                label = site.get("file")
+            else:
+                label = site.get("module")
+            if label and str(label) not in labels:
+                labels.append(str(label))
+            if len(labels) >= limit:
+                break
+        return labels
+
     # -- drilling one site -------------------------------------------------------------------
 
     def _drill_site(self, site: dict[str, Any], proposal: Proposal) -> None:

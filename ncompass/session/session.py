@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ncompass.analysis.providers import AnalysisProvider, make_provider
+from ncompass.analysis.providers import AnalysisProvider, MarkerRequest, make_provider
 from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.decorator import PROFILE_ENV
 from ncompass.capture.environment import scoped_environment
@@ -285,18 +285,20 @@ class ProfilingSession:
             SessionInputError: the module cannot be found or the lines hold no code.
         """
         base = self._pending or self.config
-        planner = MarkerPlanner(base)
-        proposal = planner.for_feedback(target_module, start_line, end_line)
+        planner = MarkerPlanner(base, self._entry)
+        feedback = {
+            "feedback_text": feedback_text,
+            "target_module": target_module,
+            "start_line": start_line,
+            "end_line": end_line,
+        }
+        proposal = self._provider_proposal(planner, feedback, [target_module])
+        if proposal.empty:
+            own = planner.for_feedback(target_module, start_line, end_line)
+            own.dropped[:0] = proposal.dropped
+            proposal = own
         self.last_proposal = proposal
-        self._feedback.append(
-            {
-                "feedback_text": feedback_text,
-                "target_module": target_module,
-                "start_line": start_line,
-                "end_line": end_line,
-                "trace_path": trace_path or self._last_trace_path(),
-            }
-        )
+        self._feedback.append({**feedback, "trace_path": trace_path or self._last_trace_path()})
         self._pending = extend_config(base, proposal, planner)
         self._save()
         return self._pending.to_dict()
@@ -315,7 +317,11 @@ class ProfilingSession:
             if last is None:
                 return self.config.to_dict()
             planner = MarkerPlanner(self.config, self._entry)
-            proposal = planner.drill(last)
+            proposal = self._provider_proposal(planner, None, planner.hot_labels(last))
+            if proposal.empty:
+                own = planner.drill(last)
+                own.dropped[:0] = proposal.dropped
+                proposal = own
             self.last_proposal = proposal
             if proposal.empty:
                 return self.config.to_dict()
@@ -364,6 +370,30 @@ class ProfilingSession:
         self._save()
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _provider_proposal(
+        self, planner: MarkerPlanner, feedback: dict[str, Any] | None, labels: list[str]
+    ) -> Proposal:
+        """The provider's next markers (a service, an LLM), checked by the planner; empty when
+        the provider leaves it to the planner (the built-in one always does)."""
+        if self.provider.name == "builtin":
+            return Proposal()
+        last = self.iterations[-1] if self.iterations else None
+        summary: dict[str, Any] = {}
+        if last is not None:
+            with contextlib.suppress(TraceError):
+                summary = self.get_trace_summary(last.trace_path)["structured"]
+        request = MarkerRequest(
+            spec=planner.config.to_dict(),
+            summary=summary,
+            markers=list(last.manifest) if last else [],
+            feedback=feedback,
+            sources=planner.request_sources(labels),
+        )
+        targets = self.provider.propose_markers(request)
+        if not targets:
+            return Proposal()
+        return planner.from_targets(targets, self.provider.name)
 
     def _spec_file(self) -> str | None:
         return str(self.store.spec_path(self.config_version)) if self.config_version else None

@@ -214,3 +214,73 @@ def test_a_fallback_summary_is_not_served_from_the_cache(tmp_path: Path) -> None
     session.get_trace_summary(trace)  # the provider is asked again, and answers
     session.get_trace_summary(trace)  # now from the cache
     assert provider.summaries == 2
+
+
+def test_markers_proposed_by_an_llm_are_checked_and_applied(tmp_path: Path) -> None:
+    from ncompass.analysis.providers import ProviderFallbackWarning
+    from ncompass.analysis.providers.llm import LLMProvider, LLMSettings
+    from tests.service.endpoints import Request, http_server
+
+    slow = line_of(SOURCE, "spin(SLOW)  #")
+    proposal = {
+        "targets": [
+            {
+                "module": MODULE,
+                "ranges": [{"in": "Pipeline.compute", "lines": [slow, slow], "name": "llm.spin"}],
+                "functions": [{"qualname": "Pipeline.prepare", "name": "llm.prepare"}],
+            }
+        ],
+        "reason": "the spin in the loop",
+    }
+    asked: list[dict[str, Any]] = []
+
+    def chat(request: Request) -> tuple[int, dict[str, str], bytes]:
+        body = request.json()
+        if "next profiling markers" not in body["messages"][0]["content"]:
+            return 503, {}, b'{"error": {"message": "narratives are not under test"}}'
+        asked.append(body)
+        message = {"role": "assistant", "content": json.dumps(proposal)}
+        answer = {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+        return 200, {"Content-Type": "application/json"}, json.dumps(answer).encode()
+
+    with http_server(chat) as url, pytest.warns(ProviderFallbackWarning) as warned:
+        session = ProfilingSession(str(tmp_path), session_name="llm")
+        session.provider = LLMProvider(LLMSettings(base_url=f"{url}/v1", model="test-model"))
+        session.run_profile(run_inference)
+        compute = line_of(SOURCE, "def compute")
+        session.submit_feedback("where in compute?", MODULE, compute, compute + 7)
+        session.apply_targeted_markers()
+        trace = session.run_profile(run_inference)
+    # only the narratives fell back; the proposal was used
+    assert not [w for w in warned if "propose markers" in str(w.message)]
+    [request] = asked
+    assert MODULE in request["messages"][-1]["content"]  # the source was shown
+    assert session.last_proposal is not None
+    assert any("llm test-model" in reason for reason in session.last_proposal.reasons)
+    names = {e["name"] for e in json.loads(Path(trace).read_text())["traceEvents"]}
+    assert {"llm.spin", "llm.prepare"} <= names
+
+
+class ProposingProvider(CountingProvider):
+    """A non-built-in provider whose proposal is fixed."""
+
+    def __init__(self, inner: Any, targets: list[dict[str, Any]]) -> None:
+        super().__init__(inner)
+        self.name = "proposing"
+        self.targets = targets
+
+    def propose_markers(self, request: Any) -> Any:
+        return self.targets
+
+
+def test_a_proposal_that_matches_nothing_leaves_it_to_the_planner(tmp_path: Path) -> None:
+    session = ProfilingSession(str(tmp_path), session_name="nothing")
+    targets = [{"module": MODULE, "functions": [{"qualname": "Pipeline.missing"}]}]
+    session.provider = ProposingProvider(session.provider, targets)
+    session.run_profile(run_inference)
+    compute = line_of(SOURCE, "def compute")
+    config = session.submit_feedback("compute?", MODULE, compute, compute + 7)
+    assert session.last_proposal is not None
+    assert any("Pipeline.missing" in reason for reason in session.last_proposal.dropped)
+    [target] = config["targets"]
+    assert any(r["first"] == "for step in range(3):" for r in target["ranges"])  # one level finer
