@@ -153,12 +153,17 @@ class CallSite:
     Attributes:
         statement: The statement to wrap.
         line: The line of the (first) matching call.
-        in_header: The call is in a compound statement's header (``for x in f():``).
+        in_header: The call is in a compound statement's header (``for x in f():``) or in a
+            one-line suite: the calls themselves are wrapped, not the statement.
+        calls: For ``in_header`` sites, every matching call the header evaluates.
+        awaited: Which of ``calls`` are the operand of an ``await`` (by ``id``).
     """
 
     statement: Statement
     line: int
     in_header: bool
+    calls: tuple[ast.Call, ...] = ()
+    awaited: frozenset[int] = frozenset()
 
 
 def find_calls(index: StatementIndex, scope: Scope, callee: str) -> list[CallSite]:
@@ -176,14 +181,23 @@ def find_calls(index: StatementIndex, scope: Scope, callee: str) -> list[CallSit
     seen_callees: set[str] = set()
     assert scope.body is not None
     for statement, expressions, in_header in _own_statements(scope.body):
+        matching: list[ast.Call] = []
         for call in _calls(expressions):
             text = _callee_text(call)
             if text is None:
                 continue
             seen_callees.add(text)
             if text == wanted or (bare and text.rsplit(".", 1)[-1] == wanted):
-                sites.append(CallSite(statement, call.lineno, in_header))
-                break
+                matching.append(call)
+                if not in_header:
+                    break
+        if not matching:
+            continue
+        if in_header:
+            awaited = frozenset(id(call) for call in _awaited(expressions) if call in matching)
+            sites.append(CallSite(statement, matching[0].lineno, True, tuple(matching), awaited))
+        else:
+            sites.append(CallSite(statement, matching[0].lineno, False))
     if not sites:
         raise LookupFailure(
             f"no call to {callee!r} in {scope.qualname} of {index.source.label}"
@@ -249,6 +263,14 @@ def _calls(expressions: list[ast.AST]) -> Iterator[ast.Call]:
         if isinstance(node, ast.Call):
             yield node
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _awaited(expressions: list[ast.AST]) -> Iterator[ast.Call]:
+    """Calls that are directly the operand of ``await``."""
+    for expression in expressions:
+        for node in ast.walk(expression):
+            if isinstance(node, ast.Await) and isinstance(node.value, ast.Call):
+                yield node.value
 
 
 def _callee_text(call: ast.Call) -> str | None:

@@ -23,7 +23,7 @@ from ncompass.rewrite.locate import (
 from ncompass.rewrite.ranges import StatementRun, relocate, resolve_lines
 from ncompass.rewrite.replace import DefinitionSwap, ReferenceSwap, plan_replacement
 from ncompass.rewrite.source import SourceModule
-from ncompass.rewrite.statements import Block, Scope, StatementIndex
+from ncompass.rewrite.statements import Block, Scope, Statement, StatementIndex
 from ncompass.spec.models import (
     CallMarker,
     FunctionMarker,
@@ -94,6 +94,28 @@ class MarkerSite:
         }
 
 
+@dataclass(frozen=True)
+class CallSpan:
+    """Where one call expression is in the original source: 1-based lines, 0-based character
+    columns (not bytes), from the start of its callee to its closing parenthesis."""
+
+    start_line: int
+    start_column: int
+    end_line: int
+    end_column: int
+    awaited: bool
+
+
+@dataclass(eq=False)
+class HeaderCall:
+    """Calls in a compound statement's header (or one-line suite) wrapped one by one:
+    ``if self.gate(x):`` becomes ``if _ncompass_call_3(self.gate, x):``."""
+
+    statement: Statement
+    calls: list[CallSpan]
+    site: MarkerSite
+
+
 @dataclass(eq=False)
 class Wrap:
     """Statements ``first..last`` of ``block`` wrapped in the range of ``site``.
@@ -118,12 +140,15 @@ class RewritePlan:
     wraps: list[Wrap] = field(default_factory=list)
     definition_swaps: list[DefinitionSwap] = field(default_factory=list)
     reference_swaps: list[ReferenceSwap] = field(default_factory=list)
+    header_calls: list[HeaderCall] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         """Whether the plan changes nothing."""
-        return not (self.wraps or self.definition_swaps or self.reference_swaps)
+        return not (
+            self.wraps or self.definition_swaps or self.reference_swaps or self.header_calls
+        )
 
     def wraps_by_block(self) -> dict[int, list[Wrap]]:
         """Wraps grouped by the id of their block's libcst owner node."""
@@ -208,25 +233,37 @@ class _Planner:
             sites = find_calls(self.index, scope, marker.call)
         except LookupFailure as failure:
             raise self._fail(str(failure), marker) from None
-        for call_site in sites:
-            if call_site.in_header:
-                kind = type(call_site.statement.first_ast).__name__.lower()
-                raise self._fail(
-                    f"the call to {marker.call!r} at line {call_site.line} of "
-                    f"{self.source.filename} is in the header of a '{kind}' statement; wrapping "
-                    f"it would wrap the whole '{kind}'. Use a range marker on that statement "
-                    "(lines "
-                    f"{call_site.statement.start}-{call_site.statement.end}) or a function "
-                    "marker on the callee",
-                    marker,
-                )
         name = marker.name or f"{self.source.label}:{scope.qualname}/{marker.call}"
         for call_site in sites:
             statement = call_site.statement
+            if call_site.in_header:
+                # wrapping the statement would wrap its whole body: wrap the calls instead
+                spans = [
+                    self._span(call, id(call) in call_site.awaited) for call in call_site.calls
+                ]
+                first, last = spans[0].start_line, spans[-1].end_line
+                site = self._site(marker, "call", name, scope, first, last)
+                self.plan.header_calls.append(HeaderCall(statement, spans, site))
+                continue
             block = statement.block
             position = block.statements.index(statement)
             site = self._site(marker, "call", name, scope, statement.start, statement.end)
             self._wrap(block, position, position, site)
+
+    def _span(self, call: ast.Call, awaited: bool) -> CallSpan:
+        assert call.end_lineno is not None and call.end_col_offset is not None
+        return CallSpan(
+            call.lineno,
+            self._column(call.lineno, call.col_offset),
+            call.end_lineno,
+            self._column(call.end_lineno, call.end_col_offset),
+            awaited,
+        )
+
+    def _column(self, line: int, byte_offset: int) -> int:
+        """``ast`` columns count UTF-8 bytes; libcst's count characters."""
+        text = self.source.lines[line - 1]
+        return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="replace"))
 
     def _add_range(self, marker: RangeMarker, drifted: bool) -> None:
         try:

@@ -68,6 +68,12 @@ def name_function(site: MarkerSite) -> str:
     return f"_ncompass_name_{site.id}"
 
 
+def call_name(site: MarkerSite, awaited: bool) -> str:
+    """The module global wrapping one call of a header call site (``_ncompass_acall_`` when the
+    call is awaited: the range then lasts until the awaited result)."""
+    return f"_ncompass_{'acall' if awaited else 'call'}_{site.id}"
+
+
 def prologue_code(plan: RewritePlan) -> list[str]:
     """The statements that bind every helper the rewritten module uses, as source lines."""
     lines = [f"import {RUNTIME_MODULE} as {RUNTIME_ALIAS}"] if plan.sites else []
@@ -87,6 +93,15 @@ def prologue_code(plan: RewritePlan) -> list[str]:
         lines.append(
             f"{enter_name(site)}, {exit_name(site)} = {RUNTIME_ALIAS}.bind({', '.join(options)})"
         )
+    for header in plan.header_calls:
+        site = header.site
+        template = name_function(site) if site.dynamic else "None"
+        for awaited in sorted({call.awaited for call in header.calls}):
+            wrapper = "async_call_wrapper" if awaited else "call_wrapper"
+            lines.append(
+                f"{call_name(site, awaited)} = {RUNTIME_ALIAS}.{wrapper}("
+                f"{enter_name(site)}, {exit_name(site)}, {template})"
+            )
     for swap in plan.reference_swaps:
         lines.append(f"{swap.helper} = {_import_expression(swap.module, swap.attribute)}")
     for definition in plan.definition_swaps:
@@ -126,6 +141,13 @@ class _Transformer(libcst.CSTTransformer):
             written: swap.helper for swap in plan.reference_swaps for written in swap.written
         }
         self.needed: set[int] = set()
+        self.call_helpers = _header_call_helpers(plan)
+        for header in plan.header_calls:
+            self._need(header.statement.node)
+            elif_clause = getattr(header.statement.node, "orelse", None)
+            while isinstance(elif_clause, libcst.If):  # `elif` is an `If` in the `orelse`
+                self.needed.add(id(elif_clause))
+                elif_clause = elif_clause.orelse
         for wrap in plan.wraps:
             self._need(wrap.block.owner)
         for swap in plan.definition_swaps:
@@ -161,6 +183,8 @@ class _Transformer(libcst.CSTTransformer):
         self, original_node: libcst.CSTNode, updated_node: libcst.CSTNode
     ) -> libcst.CSTNode:
         key = id(original_node)
+        if isinstance(updated_node, libcst.Call) and key in self.call_helpers:
+            return _call_through(updated_node, self.call_helpers[key])
         if isinstance(original_node, libcst.Attribute) and self.references:
             helper = self.references.get(_dotted(original_node) or "")
             if helper is not None and key not in self._stores:
@@ -276,6 +300,51 @@ class _Transformer(libcst.CSTTransformer):
         # The prologue goes after the docstring and `from __future__` imports; wraps never
         # include those, so their position in `body` is the same as in the original.
         return module.with_changes(body=body[:position] + prologue + body[position:])
+
+
+def _header_call_helpers(plan: RewritePlan) -> dict[int, str]:
+    """The libcst ``Call`` nodes of header call sites (by id) → the helper that wraps each."""
+    if not plan.header_calls:
+        return {}
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    # The tree is not copied, so the positions are keyed by the very nodes the transformer sees.
+    positions = MetadataWrapper(plan.source.cst, unsafe_skip_copy=True).resolve(PositionProvider)
+    helpers: dict[int, str] = {}
+    for header in plan.header_calls:
+        wanted = {
+            (c.start_line, c.start_column, c.end_line, c.end_column): call_name(
+                header.site, c.awaited
+            )
+            for c in header.calls
+        }
+        for node in _calls_within(header.statement.node):
+            where = positions[node]
+            span = (where.start.line, where.start.column, where.end.line, where.end.column)
+            if span in wanted:
+                helpers[id(node)] = wanted.pop(span)
+        assert not wanted, f"header calls not found in the libcst tree: {sorted(wanted)}"
+    return helpers
+
+
+def _calls_within(node: libcst.CSTNode) -> list[libcst.Call]:
+    found: list[libcst.Call] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, libcst.Call):
+            found.append(current)
+        stack.extend(current.children)
+    return found
+
+
+def _call_through(call: libcst.Call, helper: str) -> libcst.Call:
+    """``f(a, b=1)`` → ``helper(f, a, b=1)``, keeping the call's parentheses and spacing."""
+    separator = libcst.Comma(whitespace_after=libcst.SimpleWhitespace(" "))
+    callee = libcst.Arg(
+        value=call.func, comma=separator if call.args else libcst.MaybeSentinel.DEFAULT
+    )
+    return call.with_changes(func=libcst.Name(helper), args=[callee, *call.args])
 
 
 def _prologue_position(plan: RewritePlan) -> int:

@@ -11,12 +11,17 @@ Importing this module is cheap: it never imports torch, nvtx, libcst, pydantic o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from sys import _getframe as _caller  # the frame that made the call
+from types import FrameType
+from typing import Any, TypeVar
 
 from ncompass.runtime.base import MarkerSite
 from ncompass.runtime.colors import parse_color
 from ncompass.runtime.contexts import ResolvedContext, backend_for, resolve_context
-from ncompass.runtime.templates import template
+from ncompass.runtime.templates import NameTemplate, template
+
+_Result = TypeVar("_Result")
 
 
 def bind(
@@ -66,4 +71,76 @@ def bind(
     return bound.enter, bound.exit
 
 
-__all__ = ["ResolvedContext", "bind", "resolve_context", "template"]
+class _NameInFrame:
+    """A template bound to the frame of the code that made a wrapped call (evaluated there)."""
+
+    __slots__ = ("frame", "template")
+
+    def __init__(self, template: NameTemplate, frame: FrameType) -> None:
+        self.template = template
+        self.frame = frame
+
+    def __call__(self) -> object:
+        return self.template(self.frame)
+
+
+def call_wrapper(
+    enter: Callable[..., object],
+    exit: Callable[[object], object],
+    name_template: NameTemplate | None = None,
+) -> Callable[..., Any]:
+    """The helper a call marker uses for a call in a compound statement's header.
+
+    ``if self.gate(x):`` becomes ``if _ncompass_call_3(self.gate, x):``: the callee and the
+    arguments are evaluated where they were, then the range covers the call alone. With a
+    ``name_template`` (a templated marker name), the name is evaluated in the caller's frame.
+    """
+    if name_template is None:
+
+        def call(fn: Callable[..., _Result], /, *args: Any, **kwargs: Any) -> _Result:
+            handle = enter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                exit(handle)
+
+        return call
+    named = name_template
+
+    def call_named(fn: Callable[..., _Result], /, *args: Any, **kwargs: Any) -> _Result:
+        handle = enter(_NameInFrame(named, _caller(1)))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            exit(handle)
+
+    return call_named
+
+
+def async_call_wrapper(
+    enter: Callable[..., object],
+    exit: Callable[[object], object],
+    name_template: NameTemplate | None = None,
+) -> Callable[..., Any]:
+    """Like :func:`call_wrapper` for an awaited call (``if await self.ready():``): the range
+    lasts until the awaited result is there."""
+
+    async def call(fn: Callable[..., Awaitable[_Result]], /, *args: Any, **kwargs: Any) -> _Result:
+        name = None if name_template is None else _NameInFrame(name_template, _caller(1))
+        handle = enter() if name is None else enter(name)
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            exit(handle)
+
+    return call
+
+
+__all__ = [
+    "ResolvedContext",
+    "async_call_wrapper",
+    "bind",
+    "call_wrapper",
+    "resolve_context",
+    "template",
+]

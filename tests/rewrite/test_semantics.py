@@ -537,6 +537,110 @@ def test_call_markers_wrap_each_calling_statement(lab: ModuleLab) -> None:
     assert recording.names_entered() == ["h", "h"]
 
 
+HEADERS = """
+import asyncio
+
+
+class Gate:
+    def __init__(self, idx):
+        self.idx = idx
+        self.seen = []
+
+    def ready(self, x):
+        self.seen.append(x)
+        return x > 0
+
+    def items(self, n):
+        return list(range(n))
+
+    def run(self, x):
+        total = 0
+        if self.ready(x) and self.ready(x + 1):
+            total += 1
+        elif self.ready(-x):
+            total -= 1
+        while self.ready(x - total):
+            total += 1
+        for i in self.items(3): total += i
+        match self.items(2):
+            case [0, one]:
+                total += one
+        with open(__file__) as handle:
+            total += self.ready(len(handle.readline()))
+        return total, self.seen
+
+    async def check(self, x):
+        await asyncio.sleep(0)
+        return x > 0
+
+    async def arun(self, x):
+        if await self.check(x):
+            return "yes"
+        return "no"
+"""
+
+
+@pytest.mark.parametrize("value", [2, -1, 0])
+def test_call_markers_in_headers_wrap_the_calls(lab: ModuleLab, value: int) -> None:
+    plain, marked = _both(
+        lab,
+        HEADERS,
+        {
+            "calls": [
+                {"in": "Gate.run", "call": "self.ready", "name": "ready[{self.idx}]"},
+                {"in": "Gate.run", "call": "self.items", "name": "items"},
+                {"in": "Gate.arun", "call": "self.check", "name": "check"},
+            ]
+        },
+    )
+    assert marked.Gate(7).run(value) == plain.Gate(7).run(value)
+    seen = plain.Gate(7).run(value)[1]
+    entered = recording.names_entered()
+    # one range per evaluation of a header call (short-circuits included), each call alone;
+    # the `with` body's call is a statement of its own (one range)
+    assert entered.count("ready[7]") == len(seen)
+    assert entered.count("items") == 2
+    assert recording.balanced()
+    recording.reset()
+    assert asyncio.run(marked.Gate(1).arun(value)) == asyncio.run(plain.Gate(1).arun(value))
+    assert recording.names_entered() == ["check"]
+    assert recording.balanced()
+
+
+def test_a_header_call_range_covers_the_call_not_the_body(lab: ModuleLab) -> None:
+    source = """
+    from tests.support import recording
+
+    def probe():
+        return True
+
+    def body_runs_outside():
+        if probe():
+            recording.EVENTS.append(("body", ""))
+    """
+    _, marked = _both(lab, source, {"calls": [{"in": "body_runs_outside", "call": "probe"}]})
+    recording.reset()
+    marked.body_runs_outside()
+    assert [kind for kind, _ in recording.EVENTS] == ["enter", "exit", "body"]
+
+
+def test_a_header_call_that_raises_keeps_its_traceback_line(lab: ModuleLab) -> None:
+    source = """
+    def fail(x):
+        raise ValueError(x)
+
+    def guarded(x):
+        while fail(x):
+            pass
+    """
+    _, marked = _both(lab, source, {"calls": [{"in": "guarded", "call": "fail"}]})
+    with pytest.raises(ValueError) as raised:
+        marked.guarded(1)
+    lines = [entry.lineno for entry in raised.traceback if entry.name == "guarded"]
+    assert lines == [line_of(source, "while fail(x):") - 1]  # traceback lines are 0-based
+    assert recording.balanced()
+
+
 def test_name_templates_are_evaluated_in_the_function(lab: ModuleLab) -> None:
     source = """
     class Layer:
