@@ -9,6 +9,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
+from ncompass.rewrite.collector import collector_paused
 from ncompass.rewrite.linemap import (
     LineMap,
     build_line_map,
@@ -58,6 +59,7 @@ class RewriteResult:
             self._line_map = build_line_map(self.code, self.source)
         return self._line_map
 
+    @collector_paused
     def compile(self) -> CodeType:
         """Compile with the original file name and line numbers."""
         if not self.changed:
@@ -86,6 +88,7 @@ class RewriteResult:
         )
 
 
+@collector_paused
 def rewrite_module(
     source: SourceModule, targets: Sequence[TargetSpec], config: RewriteConfig
 ) -> RewriteResult:

@@ -18,6 +18,7 @@ from pathlib import Path
 import libcst
 
 from ncompass.errors import RewriteError
+from ncompass.rewrite.collector import collector_paused
 
 
 @dataclass(eq=False)
@@ -96,6 +97,7 @@ def read_source(path: str | Path, label: str | None = None) -> SourceModule:
     return parse_source(text, file_path, label or file_path.name)
 
 
+@collector_paused
 def parse_source(text: str, path: Path | None, label: str) -> SourceModule:
     """Parse source text with both parsers.
 

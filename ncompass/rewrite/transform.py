@@ -53,6 +53,40 @@ def _statement(code: str, line: int) -> libcst.SimpleStatementLine:
     return parsed.with_changes(trailing_whitespace=tag(line))
 
 
+def _statements(codes: list[str], line: int) -> list[libcst.SimpleStatementLine]:
+    """Several one-line statements parsed at once (one parse is much cheaper than many)."""
+    if not codes:
+        return []
+    module = libcst.parse_module("\n".join(codes) + "\n")
+    parsed = []
+    for statement in module.body:
+        assert isinstance(statement, libcst.SimpleStatementLine)
+        parsed.append(statement.with_changes(trailing_whitespace=tag(line)))
+    return parsed
+
+
+def _call(function: str, argument: str | None) -> libcst.Call:
+    arguments = [libcst.Arg(value=libcst.Name(argument))] if argument else []
+    return libcst.Call(func=libcst.Name(function), args=arguments)
+
+
+def _enter_statement(
+    handle: str, enter: str, argument: str | None, line: int
+) -> libcst.SimpleStatementLine:
+    """``handle = enter(argument)``, built directly (parsing it costs more than the rest)."""
+    assign = libcst.Assign(
+        targets=[libcst.AssignTarget(target=libcst.Name(handle))], value=_call(enter, argument)
+    )
+    return libcst.SimpleStatementLine(body=[assign], trailing_whitespace=tag(line))
+
+
+def _exit_statement(exit: str, handle: str, line: int) -> libcst.SimpleStatementLine:
+    """``exit(handle)``."""
+    return libcst.SimpleStatementLine(
+        body=[libcst.Expr(value=_call(exit, handle))], trailing_whitespace=tag(line)
+    )
+
+
 def enter_name(site: MarkerSite) -> str:
     """The module global holding the site's enter function."""
     return f"_ncompass_enter_{site.id}"
@@ -261,10 +295,10 @@ class _Transformer(libcst.CSTTransformer):
         if leading:
             body[0] = first.with_changes(leading_lines=[])
         handle = f"_ncompass_h{site.id}"
-        argument = name_function(site) if site.dynamic else ""
-        enter = _statement(f"{handle} = {enter_name(site)}({argument})", line)
+        argument = name_function(site) if site.dynamic else None
+        enter = _enter_statement(handle, enter_name(site), argument, line)
         enter = enter.with_changes(leading_lines=leading)
-        leave = _statement(f"{exit_name(site)}({handle})", line)
+        leave = _exit_statement(exit_name(site), handle, line)
         guarded = libcst.Try(
             body=libcst.IndentedBlock(body=body, header=tag(line)),
             finalbody=libcst.Finally(body=libcst.IndentedBlock(body=[leave], header=tag(line))),
@@ -296,7 +330,7 @@ class _Transformer(libcst.CSTTransformer):
         anchor = (
             statements.statements[position].start if position < len(statements.statements) else 1
         )
-        prologue = [_statement(code, anchor) for code in prologue_code(self.plan)]
+        prologue = _statements(prologue_code(self.plan), anchor)
         # The prologue goes after the docstring and `from __future__` imports; wraps never
         # include those, so their position in `body` is the same as in the original.
         return module.with_changes(body=body[:position] + prologue + body[position:])
