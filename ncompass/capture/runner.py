@@ -37,7 +37,13 @@ from ncompass.capture.trace_files import (
 from ncompass.gpu import GpuMonitor
 from ncompass.importer.hook import FULL_TRACE_MARKER, disable_rewrites, enable_rewrites
 from ncompass.importer.registry import REGISTRY
-from ncompass.importer.script import ScriptOutcome, run_module, run_script
+from ncompass.importer.script import (
+    ScriptNotFoundError,
+    ScriptOutcome,
+    check_script,
+    run_module,
+    run_script,
+)
 from ncompass.spec.merge import merge_specs
 from ncompass.spec.models import RewriteConfig
 
@@ -117,6 +123,8 @@ def run(options: RunOptions) -> RunResult:
         raise ValueError("give exactly one of script or module")
     if needs_child_process(options):
         return run_in_child(options)
+    if options.script is not None:
+        check_script(options.script)
     folder = trace_dir(options.output_dir)
     entry = options.script or options.module or "run"
     name = options.trace_name or timestamped_name(Path(entry).stem if options.script else entry)
@@ -164,8 +172,10 @@ def run(options: RunOptions) -> RunResult:
                 markers = REGISTRY.manifest()
                 if monitor is not None:
                     gpu = finish(monitor, written)
-        except BaseException:
-            if trace_path is not None and written is None and _is_empty(trace_path):
+        except BaseException as error:
+            if isinstance(error, ScriptNotFoundError) and written is not None:
+                written.unlink(missing_ok=True)  # `-m` typo: the trace holds nothing
+            elif trace_path is not None and written is None and _is_empty(trace_path):
                 trace_path.unlink()
             raise
         finally:

@@ -9,6 +9,7 @@ with the user's own frames only, at the original file and lines.
 
 from __future__ import annotations
 
+import builtins
 import os
 import runpy
 import sys
@@ -48,8 +49,7 @@ def run_script(path: str, args: list[str]) -> ScriptOutcome:
         ScriptNotFoundError: the file does not exist.
         SpecError / RewriteError: the spec targets the script and does not match it.
     """
-    if not os.path.isfile(path):
-        raise ScriptNotFoundError(f"{path}: no such script; check the path (or use -m MODULE)")
+    check_script(path)
     real = os.path.realpath(path)
     code = _script_code(real)
     main = ModuleType("__main__")
@@ -59,10 +59,17 @@ def run_script(path: str, args: list[str]) -> ScriptOutcome:
         __package__=None,
         __spec__=None,
         __loader__=SourceFileLoader("__main__", path),
-        __builtins__=__builtins__,
+        __builtins__=builtins,  # the module, as in a script Python runs
     )
     with _as_main(main, [path, *args], os.path.dirname(real)):
         return _execute(lambda: exec(code, main.__dict__))
+
+
+def check_script(path: str) -> None:
+    """Raise :class:`ScriptNotFoundError` unless ``path`` is a file (checked before a profiler
+    starts, so a typo costs no profiler start-up and leaves no empty trace)."""
+    if not os.path.isfile(path):
+        raise ScriptNotFoundError(f"{path}: no such script; check the path (or use -m MODULE)")
 
 
 def run_module(name: str, args: list[str]) -> ScriptOutcome:
@@ -73,22 +80,33 @@ def run_module(name: str, args: list[str]) -> ScriptOutcome:
     """
     import importlib.util
 
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError) as error:
-        raise ScriptNotFoundError(f"cannot find module {name!r}: {error}") from None
-    if spec is None:
-        raise ScriptNotFoundError(f"no module named {name!r}; check the name and sys.path")
     saved_argv, saved_path0 = list(sys.argv), sys.path[0] if sys.path else None
-    sys.argv = [name, *args]
+    # like `python -m`: the current folder comes first, also while the module is looked up
     if sys.path:
         sys.path[0] = os.getcwd()
+    else:
+        sys.path.append(os.getcwd())
     try:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError) as error:
+            raise ScriptNotFoundError(
+                f"cannot find module {name!r}: {error}; run from the folder that contains it "
+                "or add that folder to PYTHONPATH"
+            ) from None
+        if spec is None:
+            raise ScriptNotFoundError(
+                f"no module named {name!r}; run from the folder that contains it or add that "
+                "folder to PYTHONPATH"
+            )
+        sys.argv = [name, *args]
         return _execute(lambda: runpy.run_module(name, run_name="__main__", alter_sys=True))
     finally:
         sys.argv = saved_argv
-        if saved_path0 is not None and sys.path:
+        if saved_path0 is not None:
             sys.path[0] = saved_path0
+        else:
+            sys.path.pop(0)
 
 
 def _script_code(real_path: str) -> CodeType:
@@ -184,4 +202,4 @@ def _user_frames(tb: TracebackType | None) -> TracebackType | None:
     return tb
 
 
-__all__ = ["ScriptNotFoundError", "ScriptOutcome", "run_module", "run_script"]
+__all__ = ["ScriptNotFoundError", "ScriptOutcome", "check_script", "run_module", "run_script"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -189,3 +190,96 @@ def test_markers_also_go_to_an_attached_nvtx_tool(
     monkeypatch.delenv("NVTX_INJECTION64_PATH")
     result = run(RunOptions(specs=[_spec(tmp_path, script)], script=str(script), profiler="none"))
     assert result.config.context == "torch"
+
+
+def _ncompass(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real command line in a fresh process (``ncompass`` is a console script: its
+    ``sys.path[0]`` is the venv's bin folder, never the user's folder)."""
+    command = [str(Path(sys.executable).with_name("ncompass")), *args]
+    env = {**os.environ, "PYTHONPATH": ""}
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+SPAWNING = """
+import multiprocessing as mp
+import sys
+
+def work(n):
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+if __name__ == "__main__":
+    print("builtins:", type(__builtins__).__name__)
+    print("parent:", work(4))
+    with mp.get_context(sys.argv[1]).Pool(2) as pool:
+        print("children:", pool.map(work, [3, 4, 5]))
+    raise SystemExit(5)
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_spawned_workers_of_a_rewritten_script(tmp_path: Path, method: str) -> None:
+    script = _script(tmp_path, SPAWNING)
+    done = _ncompass(
+        "run",
+        "--config",
+        str(_spec(tmp_path, script)),
+        "--output-dir",
+        str(tmp_path / "traces"),
+        "--trace-name",
+        "spawned",
+        str(script),
+        method,
+        cwd=tmp_path,
+    )
+    # the workers re-import the script as __mp_main__ (without rewrites) and find `work` there
+    assert done.returncode == 5, done.stderr
+    assert "builtins: module" in done.stdout
+    assert "parent: 6" in done.stdout and "children: [3, 6, 10]" in done.stdout
+    events = json.loads((tmp_path / "traces" / "spawned.json").read_text())["traceEvents"]
+    assert [e["name"] for e in events if e.get("cat") == "user_annotation"] == ["script.work"]
+
+
+def test_module_mode_finds_modules_in_the_current_folder(tmp_path: Path) -> None:
+    package = tmp_path / "tool"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "cli.py").write_text(
+        textwrap.dedent(
+            """
+            import sys
+
+            def work(n):
+                return n * 2
+
+            if __name__ == "__main__":
+                print(sys.argv[1:], sys.path[0], work(2))
+                print("rewritten:", any(name.startswith("_ncompass") for name in globals()))
+                raise ValueError("bad input")
+            """
+        ).lstrip("\n")
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "version: 1\ntargets:\n  - module: tool.cli\n    functions:\n      - qualname: work\n"
+    )
+    done = _ncompass(
+        "run", "--profiler", "none", "--config", str(spec), "-m", "tool.cli", "x", cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"['x'] {tmp_path} 4" in done.stdout
+    assert "rewritten: True" in done.stdout
+    assert f'File "{package / "cli.py"}", line 9, in <module>' in done.stderr
+    assert "ValueError: bad input" in done.stderr
+    missing = _ncompass("run", "-o", str(tmp_path / "t"), "-m", "tool.absent", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "no module named 'tool.absent'; run from the folder" in missing.stderr
+    assert not list((tmp_path / "t").glob("*.json"))  # no empty trace left behind
+
+
+def test_a_missing_script_starts_no_profiler(tmp_path: Path) -> None:
+    with pytest.raises(ScriptNotFoundError, match="no such script"):
+        run(RunOptions(script=str(tmp_path / "absent.py"), output_dir=tmp_path / "t"))
+    assert not (tmp_path / "t").exists()
