@@ -526,7 +526,8 @@ def _trace_files(folder: Path) -> dict[Path, float]:
 def _new_trace_files(
     folder: Path, before: dict[Path, float], started: float, ours: set[Path]
 ) -> list[Path]:
-    """Trace files written into ``folder`` since ``started`` by someone else, oldest first."""
+    """Trace files written into ``folder`` since ``started`` by someone else, oldest first;
+    other JSON files written there (results, configs) are not traces and are left out."""
     fresh = [
         (mtime, path)
         for path, mtime in _trace_files(folder).items()
@@ -534,8 +535,19 @@ def _new_trace_files(
         and mtime >= started - 1.0
         and before.get(path) != mtime
         and path.stat().st_size > 0
+        and _holds_events(path)
     ]
     return [path for _, path in sorted(fresh)]
+
+
+def _holds_events(path: Path) -> bool:
+    """Whether a file is a Chrome trace with events (not, say, a results.json written beside)."""
+    from ncompass.traces.reader import TraceReader
+
+    try:
+        return next(iter(TraceReader(path, progress=False)), None) is not None
+    except TraceError:
+        return False
 
 
 def _as_config(config: RewriteConfig | dict[str, Any] | str | None) -> RewriteConfig:

@@ -149,6 +149,19 @@ def test_code_that_runs_its_own_profiler_gives_its_trace(tmp_path: Path) -> None
     assert "written by the profiled code" in (session.iterations[-1].note or "")
 
 
+def test_other_json_files_the_code_writes_are_not_taken_for_its_trace(tmp_path: Path) -> None:
+    def writes_results() -> None:
+        planted.spin(0.001)
+        (tmp_path / "results.json").write_text(json.dumps({"accuracy": 0.9}))
+        (tmp_path / "partial.json").write_text('{"traceEvents": [{"ph": "X", "name": "cut')
+
+    session = ProfilingSession(str(tmp_path), session_name="results")
+    trace = session.run_profile(writes_results)
+    assert Path(trace).name == "results-i001.json"  # the session's own trace
+    assert session.iterations[-1].note is None
+    assert "ncompass.full_trace" in session.iterations[-1].markers
+
+
 def test_a_trace_written_by_another_process_is_picked_up(tmp_path: Path) -> None:
     script = (
         "import sys, torch\n"
