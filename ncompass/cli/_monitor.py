@@ -13,8 +13,9 @@ from types import FrameType
 import click
 
 from ncompass.errors import NcompassError
-from ncompass.gpu import GpuMonitor
+from ncompass.gpu import GpuBackendError, GpuMonitor
 from ncompass.gpu._backends import BACKEND_NAMES
+from ncompass.gpu._backends.selection import ADVICE
 from ncompass.gpu._sample import DeviceSpec
 
 
@@ -85,8 +86,14 @@ def monitor_command(
     monitor = GpuMonitor(
         device=_parse_device(device), interval_s=interval_s, backend=backend, warmup_s=warmup_s
     )
-    with monitor:
+    try:
+        monitor.start()
+    except GpuBackendError as error:
+        raise GpuBackendError(_worded_for_the_cli(error), error.attempts) from None
+    try:
         exit_code = run_command(command)
+    finally:
+        monitor.stop()
     if as_json:
         report = {
             "command": list(command),
@@ -142,6 +149,16 @@ def _forward_sigterm(process: subprocess.Popen[bytes]) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _worded_for_the_cli(error: GpuBackendError) -> str:
+    text = str(error)
+    if not text.endswith(ADVICE):
+        return text
+    return text.removesuffix(ADVICE) + (
+        "Use --backend cpu to watch the host CPU of the command instead, "
+        "or --backend none to run it without sampling."
+    )
 
 
 def _parse_device(text: str) -> DeviceSpec:

@@ -89,6 +89,8 @@ def test_no_gpu_tooling_is_a_user_error_naming_each_attempt(
     )
     assert not marker.exists()  # the command never started
     assert "Traceback" not in result.output
+    assert "Use --backend cpu to watch the host CPU of the command instead" in result.stderr
+    assert "strict=False" not in result.stderr  # the Python API's wording is not for the CLI
 
 
 def test_a_missing_command_is_a_user_error() -> None:

@@ -23,6 +23,12 @@ BACKEND_NAMES = ("auto", "nvml", "smi", "cpu", "none")
 
 BackendFactory = Callable[[], MonitorBackend]
 
+ADVICE = (
+    "Use backend='cpu' to watch the host CPU instead, backend='none' to disable sampling, "
+    "or strict=False to fall back automatically."
+)
+"""The last line of a strict failure's message (a command line words it its own way)."""
+
 # A dict, not a constant: tests swap a backend for one with an injected library.
 DEFAULT_FACTORIES: dict[str, BackendFactory] = {
     "nvml": NvmlBackend,
@@ -97,8 +103,5 @@ def _failure_message(requested: str, attempts: Sequence[tuple[str, str]]) -> str
         else f"backend {requested!r} cannot be started"
     ]
     lines += [f"  {name}: {reason}" for name, reason in attempts]
-    lines.append(
-        "Use backend='cpu' to watch the host CPU instead, backend='none' to disable sampling, "
-        "or strict=False to fall back automatically."
-    )
+    lines.append(ADVICE)
     return "\n".join(lines)
