@@ -1,5 +1,8 @@
-"""Property: for random functions with nested blocks and random valid markers, the rewritten
-function behaves exactly like the original and its ranges are balanced."""
+"""Property: for random functions with nested blocks (``if``/``elif``/``else``, ``for``,
+``while``, ``try``/``except``, ``with``, ``match``, one-line suites) and random valid markers
+(nested ranges, the whole function, calls in statements and in compound headers), the rewritten
+function behaves exactly like the original, its ranges are balanced, and every call made gets
+exactly one call range."""
 
 from __future__ import annotations
 
@@ -18,10 +21,12 @@ _counter = itertools.count()
 
 @dataclass
 class Stmt:
-    """A generated statement: its rendered lines and its child blocks."""
+    """A generated statement: its header lines, its child blocks and the header that opens
+    each block after the first (``else:``, ``elif ...:``, ``except ...:``)."""
 
     head: list[str]
     blocks: list[list[Stmt]] = field(default_factory=list)
+    more_heads: list[str] = field(default_factory=list)
     start: int = 0
     end: int = 0
 
@@ -34,36 +39,64 @@ def call(k: int) -> Stmt:
     return Stmt([f"log.append({k})"])
 
 
+def one_line_suite(k: int) -> Stmt:
+    return Stmt([f"if x % 2 == {k % 2}: log.append({k})"])
+
+
+def header_call(k: int, with_call: bool) -> str:
+    """A condition prefix that calls ``log.append`` (None, so the condition is unchanged)."""
+    return f"log.append({k}) or " if with_call else ""
+
+
 @st.composite
 def blocks(draw: st.DrawFn, depth: int = 0) -> list[Stmt]:
     size = draw(st.integers(1, 3))
     body: list[Stmt] = []
+    nested = ["if", "elif", "for", "while", "try", "with", "match"] if depth < 2 else []
     for _ in range(size):
         k = draw(st.integers(0, 50))
-        kinds = ["simple", "call"] + (["if", "for", "try", "with"] if depth < 2 else [])
-        kind = draw(st.sampled_from(kinds))
+        kind = draw(st.sampled_from(["simple", "call", "one_line", *nested]))
+        called = draw(st.booleans())  # whether the header calls log.append (a header call)
         if kind == "simple":
             body.append(simple(k))
         elif kind == "call":
             body.append(call(k))
+        elif kind == "one_line":
+            body.append(one_line_suite(k))
         elif kind == "if":
             children = [draw(blocks(depth + 1))]
-            head = [f"if x % 3 == {k % 3}:"]
+            head = [f"if {header_call(k, called)}x % 3 == {k % 3}:"]
             if draw(st.booleans()):
                 children.append(draw(blocks(depth + 1)))
-            body.append(Stmt(head, children))
+            body.append(Stmt(head, children, ["else:"]))
+        elif kind == "elif":
+            head = [f"if x % 3 == {k % 3}:"]
+            children = [draw(blocks(depth + 1)), draw(blocks(depth + 1))]
+            elif_head = f"elif {header_call(-k, called)}x % 2 == {k % 2}:"
+            body.append(Stmt(head, children, [elif_head]))
         elif kind == "for":
-            body.append(Stmt([f"for i in range({k % 4}):"], [draw(blocks(depth + 1))]))
+            head = [f"for i in {header_call(k, called)}range({k % 4}):"]
+            body.append(Stmt(head, [draw(blocks(depth + 1))]))
+        elif kind == "while":
+            # w only goes down (an inner loop leaves it at -1), so every loop ends
+            head = [f"w = {k % 4}", f"while {header_call(k, called)}(w := w - 1) >= 0:"]
+            body.append(Stmt(head, [draw(blocks(depth + 1))]))
         elif kind == "try":
             raiser = Stmt([f"if x % 5 == {k % 5}:", f"    raise ValueError({k})"])
             handler = [call(-k)]
-            body.append(Stmt(["try:"], [[*draw(blocks(depth + 1)), raiser], handler]))
+            caught = f"({header_call(-k, True)}ValueError)" if called else "ValueError"
+            body.append(
+                Stmt(["try:"], [[*draw(blocks(depth + 1)), raiser], handler], [f"except {caught}:"])
+            )
+        elif kind == "with":
+            argument = f"log.append({k})" if called else ""
+            head = [f"with contextlib.nullcontext({argument}):"]
+            body.append(Stmt(head, [draw(blocks(depth + 1))]))
         else:
-            body.append(Stmt(["with contextlib.nullcontext():"], [draw(blocks(depth + 1))]))
+            subject = f"{header_call(k, called)}x % 3"
+            arms = [draw(blocks(depth + 1)), draw(blocks(depth + 1))]
+            body.append(Stmt([f"match {subject}:", f"    case {k % 3}:"], arms, ["    case _:"]))
     return body
-
-
-HEADERS = {"if": ["else:"], "try": ["except ValueError:"]}
 
 
 def render(body: list[Stmt], indent: int, lines: list[str]) -> None:
@@ -71,11 +104,12 @@ def render(body: list[Stmt], indent: int, lines: list[str]) -> None:
     for stmt in body:
         stmt.start = len(lines) + 1
         lines.extend(pad + text for text in stmt.head)
+        # match arms are indented one level more than the `match` line
+        inner = indent + (2 if stmt.head[0].startswith("match") else 1)
         for position, block in enumerate(stmt.blocks):
-            if position == 1:
-                header = "else:" if stmt.head[0].startswith("if") else "except ValueError:"
-                lines.append(pad + header)
-            render(block, indent + 1, lines)
+            if position >= 1:
+                lines.append(pad + stmt.more_heads[position - 1])
+            render(block, inner, lines)
         stmt.end = len(lines)
 
 
@@ -150,6 +184,10 @@ def test_random_markers_never_change_behaviour(
     assert not overlapping, f"partially overlapping ranges were accepted:\n{source}\n{ranges}"
     for x in inputs:
         recording.reset()
-        assert run(marked.f, x) == run(plain.f, x)
+        result, log = run(marked.f, x)
+        assert (result, log) == run(plain.f, x)
         assert recording.balanced()
-        assert recording.names_entered()[0] == "whole"
+        entered = recording.names_entered()
+        assert entered[0] == "whole"
+        if with_calls:  # one range per call made, in statements and headers alike
+            assert entered.count("append") == len(log), f"{source}\n{entered}"
