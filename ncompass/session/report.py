@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ncompass.runtime.names import trace_safe_name
@@ -12,14 +13,42 @@ def _ms(microseconds: float) -> str:
     return f"{microseconds / 1000:.2f} ms"
 
 
-def where(record: IterationRecord, marker: str) -> str:
-    """Where a marker of ``record`` is in the source: ``module:function, lines a-b``."""
+def _site(record: IterationRecord, marker: str) -> dict[str, Any] | None:
     for site in record.manifest:
         if trace_safe_name(str(site.get("name"))) == marker:
-            lines = f"{site.get('start_line')}-{site.get('end_line')}"
-            place = site.get("file") or site.get("module")
-            return f"{site.get('module')}:{site.get('qualname')} (lines {lines} of {place})"
-    return "the whole run" if marker == "ncompass.full_trace" else "unknown source"
+            return site
+    return None
+
+
+def _shown_path(place: str) -> str:
+    """A file relative to the working folder when it is inside it (shorter to read)."""
+    try:
+        return str(Path(place).resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return place
+
+
+def where(record: IterationRecord, marker: str) -> str:
+    """Where a marker of ``record`` is in the source: ``[in module:function,] lines a-b of FILE``
+    (the function is left out when the marker is named after it)."""
+    site = _site(record, marker)
+    if site is None:
+        return "the whole run" if marker == "ncompass.full_trace" else "unknown source"
+    start, end = site.get("start_line"), site.get("end_line")
+    lines = f"line {start}" if start == end else f"lines {start}-{end}"
+    place = f"{lines} of {_shown_path(str(site.get('file') or site.get('module')))}"
+    owner = f"{site.get('module')}:{site.get('qualname')}"
+    return place if marker == owner else f"in {owner}, {place}"
+
+
+def hottest_statement(record: IterationRecord) -> tuple[str, MarkerTime] | None:
+    """The statement (line-range or call marker) of ``record`` with the most self time."""
+    statements = [
+        (name, time)
+        for name, time in record.hottest(len(record.markers))
+        if (site := _site(record, name)) is not None and site.get("kind") in ("range", "call")
+    ]
+    return statements[0] if statements else None
 
 
 def iteration_report(record: IterationRecord, top: int = 5) -> str:
@@ -38,6 +67,12 @@ def iteration_report(record: IterationRecord, top: int = 5) -> str:
     hottest = record.hottest(1)
     if hottest:
         lines.append(f"  hottest: {hottest[0][0]} — {where(record, hottest[0][0])}")
+    statement = hottest_statement(record)
+    if statement is not None and hottest and statement[0] != hottest[0][0]:
+        name, time = statement
+        lines.append(
+            f"  slowest statement: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} self"
+        )
     if record.note:
         lines.append(f"  note: {record.note}")
     return "\n".join(lines)
@@ -90,9 +125,24 @@ def finding(record: IterationRecord) -> str:
     if not hottest:
         return "no markers were recorded"
     name, time = hottest[0]
-    return (
+    found = (
         f"slowest so far: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} of its own time"
     )
+    statement = hottest_statement(record)
+    if statement is not None and statement[0] != name:
+        found += (
+            f"\nslowest statement: {statement[0]} — {where(record, statement[0])}, "
+            f"{_ms(statement[1].cpu_self_us)} of its own time"
+        )
+    return found
 
 
-__all__ = ["MarkerTime", "finding", "history_json", "history_report", "iteration_report", "where"]
+__all__ = [
+    "MarkerTime",
+    "finding",
+    "history_json",
+    "history_report",
+    "hottest_statement",
+    "iteration_report",
+    "where",
+]
