@@ -22,7 +22,12 @@ from ncompass.capture.decorator import PROFILE_ENV
 from ncompass.capture.environment import scoped_environment
 from ncompass.capture.trace_files import TRACE_DIR_ENV, claim_trace_path, safe_name
 from ncompass.errors import CaptureError, TraceError
-from ncompass.importer.hook import FULL_TRACE_MARKER, disable_rewrites, enable_rewrites
+from ncompass.importer.hook import (
+    FULL_TRACE_MARKER,
+    active_config,
+    disable_rewrites,
+    enable_rewrites,
+)
 from ncompass.importer.registry import REGISTRY
 from ncompass.session.history import IterationRecord, MarkerTime
 from ncompass.session.planner import EntryPoint, MarkerPlanner, Proposal, TargetKey, extend_config
@@ -31,6 +36,22 @@ from ncompass.session.summaries import SummaryCache
 from ncompass.spec.models import RewriteConfig
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
+
+# The spec a session last enabled rewrites with (rewrites are process-wide).
+_session_spec: RewriteConfig | None = None
+
+
+def _apply_spec(config: RewriteConfig) -> None:
+    """Rewrites for a session's spec. A spec without targets turns off the markers another
+    session left on (a new session starts from a clean full trace), but never the ones the user
+    enabled with ``enable_rewrites`` themselves."""
+    global _session_spec
+    if config.targets:
+        enable_rewrites(config)
+        _session_spec = config
+    elif _session_spec is not None and active_config() is _session_spec:
+        disable_rewrites()
+        _session_spec = None
 
 
 class ProfilingSession:
@@ -96,8 +117,7 @@ class ProfilingSession:
             name += f"-{safe_name(trace_name_suffix)}"
         self.trace_output_dir.mkdir(parents=True, exist_ok=True)
         trace_path = claim_trace_path(self.trace_output_dir, name)
-        if self.config.targets:
-            enable_rewrites(self.config)
+        _apply_spec(self.config)
         before = _trace_files(self.trace_output_dir)
         started = time.time()
         profiler = TorchProfiler(trace_path)
@@ -227,9 +247,13 @@ class ProfilingSession:
         Served from the cache when the same trace (by content) was summarized before by the
         same provider; an answer the provider fell back on (service down) is not served again.
         """
-        path = self._trace(trace_path)
+        return self._summary(self._trace(trace_path), feedback_context, fallback_ok=False)
+
+    def _summary(
+        self, path: Path, feedback_context: dict[str, Any] | None, *, fallback_ok: bool
+    ) -> dict[str, Any]:
         key = self.summaries.key(path, feedback_context, self.provider.name)
-        summary = self.summaries.get(key)
+        summary = self.summaries.get(key, fallback_ok=fallback_ok)
         if summary is None:
             summary = self.provider.summarize(path, feedback_context=feedback_context)
             fallback = getattr(self.provider, "last_failure", None)
@@ -330,7 +354,7 @@ class ProfilingSession:
         self.config = RewriteConfig.from_yaml(path)
         self.config_version = version
         self._pending = None
-        enable_rewrites(self.config)
+        _apply_spec(self.config)
         self._save()
         return self.config.to_dict()
 
@@ -382,7 +406,9 @@ class ProfilingSession:
         summary: dict[str, Any] = {}
         if last is not None:
             with contextlib.suppress(TraceError):
-                summary = self.get_trace_summary(last.trace_path)["structured"]
+                # a summary the provider just fell back on will do: asking again only warns again
+                path = self._trace(last.trace_path)
+                summary = self._summary(path, None, fallback_ok=True)["structured"]
         request = MarkerRequest(
             spec=planner.config.to_dict(),
             summary=summary,

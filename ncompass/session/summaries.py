@@ -41,11 +41,12 @@ class SummaryCache:
         """The file of a cache entry."""
         return self.folder / f"{key}.json"
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str, *, fallback_ok: bool = False) -> dict[str, Any] | None:
         """The cached summary, or None.
 
         A corrupt entry counts as missing and is removed; a fallback entry (the provider could
-        not answer and another one did) counts as missing so the next request asks again.
+        not answer and another one did) counts as missing so the next request asks again,
+        unless ``fallback_ok``.
         """
         path = self.path(key)
         try:
@@ -58,7 +59,7 @@ class SummaryCache:
         except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
             path.unlink(missing_ok=True)
             return None
-        if entry.get("fallback"):
+        if entry.get("fallback") and not fallback_ok:
             return None
         return summary
 

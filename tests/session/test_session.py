@@ -131,6 +131,36 @@ def test_drilling_without_feedback_goes_one_level_deeper_each_time(tmp_path: Pat
     assert [r.iteration for r in again.iterations] == list(range(1, 9))
 
 
+def test_a_new_session_starts_from_a_full_trace_not_the_last_sessions_markers(
+    tmp_path: Path,
+) -> None:
+    first = ProfilingSession(str(tmp_path), session_name="first")
+    first.run_profile(run_inference)
+    compute = line_of(SOURCE, "def compute")
+    first.submit_feedback("compute?", MODULE, compute, compute + 7)
+    first.apply_targeted_markers()
+    first.run_profile(run_inference)
+    assert f"{MODULE}:Pipeline.compute" in first.iterations[-1].markers
+
+    second = ProfilingSession(str(tmp_path), session_name="second")
+    second.run_profile(run_inference)
+    assert set(second.iterations[-1].markers) == {"ncompass.full_trace"}
+
+
+def test_markers_the_user_enabled_themselves_stay_on(tmp_path: Path) -> None:
+    from ncompass.trace import enable_rewrites
+
+    enable_rewrites(
+        {
+            "version": 1,
+            "targets": [{"module": MODULE, "functions": [{"qualname": "Pipeline.prepare"}]}],
+        }
+    )
+    session = ProfilingSession(str(tmp_path), session_name="manual")
+    session.run_profile(run_inference)
+    assert f"{MODULE}:Pipeline.prepare" in session.iterations[-1].markers
+
+
 def test_code_that_runs_its_own_profiler_gives_its_trace(tmp_path: Path) -> None:
     import torch
 
@@ -226,6 +256,20 @@ def test_a_fallback_summary_is_not_served_from_the_cache(tmp_path: Path) -> None
     assert session.load_trace_summary("fallback") is not None
     session.get_trace_summary(trace)  # the provider is asked again, and answers
     session.get_trace_summary(trace)  # now from the cache
+    assert provider.summaries == 2
+
+
+def test_proposing_markers_after_a_fallback_summary_does_not_ask_again(tmp_path: Path) -> None:
+    session = ProfilingSession(str(tmp_path), session_name="down")
+    provider = FallingBackOnceProvider(session.provider)
+    provider.name = "service-down"  # not the built-in one: it is asked for markers first
+    session.provider = provider
+    session.run_profile(run_inference)
+    session.get_trace_summary()  # falls back
+    compute = line_of(SOURCE, "def compute")
+    session.submit_feedback("compute?", MODULE, compute, compute + 7)  # needs the last summary
+    assert provider.summaries == 1  # the fallback answer was good enough for the proposal
+    session.get_trace_summary()  # a user asking again still asks the provider
     assert provider.summaries == 2
 
 
