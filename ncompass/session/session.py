@@ -276,10 +276,20 @@ class ProfilingSession:
         include_direct_children: bool = False,
         min_duration_us: float = 0.0,
     ) -> str:
-        """Keep only the markers (and, by default, the GPU work they launched) of a trace."""
+        """Keep only the markers (and, by default, the GPU work they launched) of a trace.
+
+        Raises:
+            SessionError: ``output_path`` is the trace itself or another iteration's trace.
+        """
         path = self._trace(trace_path)
         stem = path.name.removesuffix(".gz").removesuffix(".json")
         output = Path(output_path) if output_path else path.with_name(f"{stem}.filtered.json")
+        kept = {Path(record.trace_path).resolve() for record in self.iterations}
+        if output.resolve() in kept | {path.resolve()}:
+            raise SessionError(
+                f"filter_trace: output_path {output} is a trace this session keeps; "
+                "give another output_path (or none: <trace>.filtered.json)"
+            )
         return str(
             self.provider.filter(
                 path,

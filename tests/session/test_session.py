@@ -226,6 +226,20 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
         ProfilingSession(str(tmp_path), session_name="../escape")
 
 
+def test_filtering_never_overwrites_a_kept_trace(tmp_path: Path) -> None:
+    from ncompass.errors import NcompassError
+
+    session = ProfilingSession(str(tmp_path), session_name="keep")
+    first = session.run_profile(run_inference)
+    second = session.run_profile(run_inference)
+    before = Path(first).read_bytes()
+    for output in (first, second):
+        with pytest.raises(NcompassError, match="is a trace this session keeps"):
+            session.filter_trace(first, output_path=output)
+    assert Path(first).read_bytes() == before
+    assert session.filter_trace(first).endswith("keep-i001.filtered.json")
+
+
 def test_a_corrupt_cache_entry_is_recomputed(tmp_path: Path) -> None:
     session = ProfilingSession(str(tmp_path), session_name="cache")
     trace = session.run_profile(run_inference)
