@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from ncompass.errors import SpecError
+from ncompass.importer.contexts import check_contexts
 from ncompass.importer.inplace import apply_in_place, restore_in_place
 from ncompass.importer.loader import RewritingLoader
 from ncompass.importer.registry import REGISTRY
@@ -118,6 +119,7 @@ def enable_rewrites(config: RewriteConfig | dict[str, Any] | str | Path | None =
         SpecError: the spec is invalid or a marker in an already-imported module matches nothing.
     """
     resolved = _coerce(config)
+    check_contexts(resolved, import_classes=False)  # a misspelt context fails here, at its line
     global _FINDER
     with _LOCK:
         table = TargetTable(resolved)

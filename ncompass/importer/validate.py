@@ -6,11 +6,13 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ncompass.errors import SpecError
+from ncompass.importer.contexts import check_contexts
 from ncompass.importer.lookup import file_source, module_source
 from ncompass.importer.targets import unmet_requirement
 from ncompass.rewrite.plan import MarkerSite, plan_rewrite
 from ncompass.rewrite.source import read_source
-from ncompass.spec.models import CallMarker, FunctionMarker, RangeMarker, RewriteConfig, TargetSpec
+from ncompass.spec.models import RewriteConfig, TargetSpec
 
 
 @dataclass
@@ -34,19 +36,15 @@ def validate_spec(config: RewriteConfig) -> list[TargetCheck]:
     Raises:
         SpecError: a target cannot be found, a marker matches nothing or breaks a rule
             (naming the spec file and line).
-        ContextError: a marker's context cannot be used.
     """
-    from ncompass.runtime.sites import resolve_context
-
-    for context in _contexts(config):
-        resolve_context(context)
+    check_contexts(config, import_classes=True)
     checks: list[TargetCheck] = []
     for target in config.targets:
         reason = unmet_requirement(target.requires)
         if reason is not None:
             checks.append(TargetCheck(target, None, skipped=reason))
             continue
-        path = module_source(target.module) if target.module else file_source(target.file or "")
+        path = _source_of(target, config)
         source = read_source(path, target.module or path.name)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -58,16 +56,12 @@ def validate_spec(config: RewriteConfig) -> list[TargetCheck]:
     return checks
 
 
-def _contexts(config: RewriteConfig) -> set[str]:
-    contexts = {config.context}
-    for target in config.targets:
-        markers: list[FunctionMarker | CallMarker | RangeMarker] = [
-            *target.functions,
-            *target.calls,
-            *target.ranges,
-        ]
-        contexts.update(marker.context for marker in markers if marker.context)
-    return contexts
+def _source_of(target: TargetSpec, config: RewriteConfig) -> Path:
+    """The target's source file; a missing one is reported at the target's spec line."""
+    try:
+        return module_source(target.module) if target.module else file_source(target.file or "")
+    except SpecError as error:
+        raise SpecError(error.detail, target.spec_path or config.path, target.line) from None
 
 
 __all__ = ["TargetCheck", "validate_spec"]

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ncompass.errors import SpecError
-from ncompass.spec.legacy import is_version_0
+from ncompass.spec.legacy import Version0Error, Version0Spec, convert_version_0, is_version_0
 from ncompass.spec.models import SPEC_VERSION, RewriteConfig, TargetSpec
 
 Location = tuple[str | int, ...]
@@ -60,11 +60,10 @@ def load_spec(path: str | Path) -> RewriteConfig:
             spec_path,
             1,
         )
-    config = _validate(data, spec_path, lines)
+    config, legacy = _validate(data, spec_path, lines)
     config._path = spec_path.resolve()
     _resolve_relative_files(config, spec_path.resolve().parent)
-    if not is_version_0(data):
-        _attach_lines(config, lines)
+    _attach_lines(config, _v0_lines(lines, legacy) if legacy is not None else lines)
     return config
 
 
@@ -76,7 +75,7 @@ def spec_from_dict(data: dict[str, Any]) -> RewriteConfig:
     """
     if not isinstance(data, dict):
         raise SpecError(f"a spec must be a dict, got {type(data).__name__}")
-    return _validate(data, None, {})
+    return _validate(data, None, {})[0]
 
 
 class _SpecDumper(yaml.SafeDumper):
@@ -98,20 +97,42 @@ def dump_yaml(config: RewriteConfig) -> str:
     )
 
 
-def _validate(data: dict[str, Any], path: Path | None, lines: dict[Location, int]) -> RewriteConfig:
+def _validate(
+    data: dict[str, Any], path: Path | None, lines: dict[Location, int]
+) -> tuple[RewriteConfig, Version0Spec | None]:
+    """The config, and for a version 0 spec its conversion (where each entry came from)."""
+    legacy: Version0Spec | None = None
+    if is_version_0(data):
+        try:
+            legacy = convert_version_0(data)
+        except Version0Error as error:
+            line = _closest_line(error.location, lines) if path else None
+            message = error.detail
+            if path is None and error.location:
+                message = f"{_dotted(error.location)}: {message}"
+            raise SpecError(message, path, line) from None
+        data = legacy.data
     try:
-        return RewriteConfig.model_validate(data)
-    except SpecError as error:
-        # raised by the version 0 converter: it has no line of its own
-        raise SpecError(error.detail, path, 1 if path else None) from None
+        return RewriteConfig.model_validate(data), legacy
     except ValidationError as error:
         first = error.errors()[0]
         location: Location = tuple(first["loc"])
-        line = _closest_line(location, lines) if path else None
+        shown = legacy.origin(location) if legacy is not None else location
+        line = _closest_line(shown, lines) if path else None
         message = _describe(first, location)
-        if path is None and location:
-            message = f"{_dotted(location)}: {message}"
+        if path is None and shown:
+            message = f"{_dotted(shown)}: {message}"
         raise SpecError(message, path, line) from None
+
+
+def _v0_lines(lines: dict[Location, int], legacy: Version0Spec) -> dict[Location, int]:
+    """Version 1 locations → the lines of the version 0 entries they came from."""
+    found: dict[Location, int] = {}
+    for location, origin in legacy.origins.items():
+        line = lines.get(origin)
+        if line is not None:
+            found[location] = line
+    return found
 
 
 def _describe(error: Any, location: Location) -> str:
@@ -125,6 +146,8 @@ def _describe(error: Any, location: Location) -> str:
             f"; did you mean {close[0]!r}?" if close else f"; expected one of {', '.join(expected)}"
         )
         return f"unknown key {key!r}{hint}"
+    if "lines" in location and kind != "value_error":
+        return "lines must be [start, end]: two 1-based line numbers of the original file"
     if kind == "missing" and location:
         return f"missing required key {str(location[-1])!r}"
     message = str(error["msg"]).removeprefix("Value error, ")
@@ -173,6 +196,7 @@ def _resolve_relative_files(config: RewriteConfig, spec_dir: Path) -> None:
 
 def _attach_lines(config: RewriteConfig, lines: dict[Location, int]) -> None:
     config._line = lines.get(())
+    config._context_line = lines.get(("context",))
     for index, target in enumerate(config.targets):
         target._line = lines.get(("targets", index))
         for kind, position, marker in _markers_with_positions(target):

@@ -111,6 +111,21 @@ class TargetSpec(_SpecModel):
         """The spec file this target was written in, if it came from a file."""
         return self._spec_path
 
+    @field_validator("requires")
+    @classmethod
+    def _is_requirement(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        try:
+            Requirement(value)
+        except InvalidRequirement as error:
+            raise ValueError(
+                f"requires {value!r} is not a requirement like 'torch>=2.1' ({error})"
+            ) from None
+        return value
+
     @field_validator("sha256")
     @classmethod
     def _is_sha256(cls, value: str | None) -> str | None:
@@ -165,6 +180,7 @@ class RewriteConfig(_SpecModel):
     # The spec file this config was loaded from (None for dicts); relative `file:` targets and
     # error messages use it.
     _path: Path | None = PrivateAttr(default=None)
+    _context_line: int | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -179,6 +195,11 @@ class RewriteConfig(_SpecModel):
     def path(self) -> Path | None:
         """The spec file this config came from, if any."""
         return self._path
+
+    @property
+    def context_line(self) -> int | None:
+        """The line of ``context:`` in the spec file, when it came from one and sets it."""
+        return self._context_line
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> RewriteConfig:

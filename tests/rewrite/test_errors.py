@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ncompass.errors import ContextError, SpecError
+from ncompass.errors import SpecError
+from ncompass.importer.hook import active_config, enable_rewrites
 from ncompass.importer.validate import validate_spec
 from ncompass.spec.models import RewriteConfig
 from tests.support.lines import line_of
@@ -146,11 +147,33 @@ def test_anchors_that_match_nowhere_are_an_error(tmp_path: Path) -> None:
 
 
 def test_unknown_context_class_is_an_error(tmp_path: Path) -> None:
-    _, config = _spec(
+    error = _error(
         tmp_path, "functions:\n  - qualname: helper\n    context: 'no_such_module:Timer'\n"
     )
-    with pytest.raises(ContextError, match="no_such_module"):
-        validate_spec(config)
+    assert error.line == 5 and "cannot import module 'no_such_module'" in str(error)
+
+
+def test_misspelt_context_fails_at_its_line_when_rewrites_are_enabled(tmp_path: Path) -> None:
+    body = "functions:\n  - qualname: helper\n    context: tourch\n"
+    error = _error(tmp_path, body)
+    assert error.line == 5 and "unknown context 'tourch': did you mean 'torch'?" in str(error)
+    spec, _ = _spec(tmp_path, body)
+    with pytest.raises(SpecError, match=rf"{spec.resolve()}:5: unknown context 'tourch'"):
+        enable_rewrites(spec)  # before anything is imported, not at the first import
+    assert active_config() is None
+    spec.write_text("version: 1\ncontext: nvtxx\ntargets: []\n")
+    with pytest.raises(SpecError, match=r"spec.yaml:2: unknown context 'nvtxx'"):
+        enable_rewrites(spec)
+
+
+def test_missing_target_names_the_spec_line(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("version: 1\ntargets:\n  - file: gone.py\n  - module: no_such.module\n")
+    with pytest.raises(SpecError, match=r"spec.yaml:3: target file .*gone.py does not exist"):
+        validate_spec(RewriteConfig.from_yaml(spec))
+    spec.write_text("version: 1\ntargets:\n  - module: no_such.module\n")
+    with pytest.raises(SpecError, match=r"spec.yaml:3: module 'no_such.module' not found"):
+        validate_spec(RewriteConfig.from_yaml(spec))
 
 
 def test_ambiguous_bare_function_name_lists_the_candidates(tmp_path: Path) -> None:

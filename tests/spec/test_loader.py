@@ -88,6 +88,16 @@ def test_to_yaml_round_trips(tmp_path: Path) -> None:
         ("version: 1\nversion: 1\n", 2, "duplicate key"),
         ("version: 1\ntargets:\n  - module: m\n    sha256: abc\n", 4, "64 hex digits"),
         (
+            "version: 1\ntargets:\n  - module: m\n    requires: 'torch>>2'\n",
+            4,
+            "requires 'torch>>2' is not a requirement like 'torch>=2.1'",
+        ),
+        (
+            "version: 1\ntargets:\n  - module: m\n    ranges:\n      - in: f\n        lines: [5]\n",
+            6,
+            "lines must be [start, end]: two 1-based line numbers",
+        ),
+        (
             "version: 1\ntargets:\n  - module: m\n    replace:\n      - name: A\n        with: pkg.B\n",
             6,
             "module:attribute",
