@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import click
@@ -74,12 +75,15 @@ def session_run_command(
 
     if (feedback is None) != (target is None) and target is None:
         raise click.UsageError("--feedback needs --target MODULE:START-END")
+    if not Path(script).is_file():
+        raise SpecError(f"{script}: no such script")
+    folder = str(Path(script).resolve().parent)
+    if folder not in sys.path:  # --target names modules as the script imports them
+        sys.path.insert(0, folder)
     config = load_specs(list(configs), None) if configs else None
     if config is not None and not config.targets:
         config = config.model_copy(update={"full_trace_mode": True})
     session = ProfilingSession(str(output_dir), session_name=name, config=config)
-    if not Path(script).is_file():
-        raise SpecError(f"{script}: no such script")
     if target is not None:
         module, start, end = _parse_target(target)
         session.submit_feedback(feedback or "", module, start, end)

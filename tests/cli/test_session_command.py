@@ -92,3 +92,17 @@ def test_feedback_from_the_command_line(tmp_path: Path) -> None:
         "session", "feedback", "--name", "f", "--target", "nowhere_module:1-3", "?", cwd=tmp_path
     )
     assert bad.returncode == 2 and "error:" in bad.stderr and "not found" in bad.stderr
+
+
+def test_feedback_on_a_module_beside_the_script(tmp_path: Path) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "beside.py").write_text(SOURCE)  # found the way the script finds it
+    script = tmp_path / "app" / "main.py"
+    script.write_text("from beside import run\n\nrun(1)\n")
+    start, end = line_of(SOURCE, "def compute"), line_of(SOURCE, "return total")
+    done = _ncompass(
+        "session", "run", "-n", "1", "--name", "b", "--feedback", "why?",
+        "--target", f"beside:{start}-{end}", str(script), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"hottest: Pipeline.compute:{line_of(SOURCE, 'for step')} for step" in done.stdout
