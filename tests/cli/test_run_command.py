@@ -3,23 +3,35 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from ncompass.capture.nvtx_recorder import (
+    build_recorder,
+    environment,
+    find_compiler,
+    read_recordings,
+)
 from tests.conftest import REPO
 
 ATTN_MARKERS = {"attn.qkv_proj", "attn.out_proj", "attn.split_heads", "attn.core", "decode"}
 MLP_MARKERS = {"mlp.forward", "mlp.gelu", "mlp.fc1", "mlp.fc2"}
 
 
-def _ncompass(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+def _ncompass(
+    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ncompass", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
 
 
@@ -47,6 +59,50 @@ def test_demo_trace_contains_every_configured_marker(tmp_path: Path) -> None:
     names = {e["name"] for e in events if e.get("cat") == "user_annotation"}
     assert names >= ATTN_MARKERS | MLP_MARKERS
     assert {"attn.forward[0]", "attn.forward[1]", "block[0]", "block[1]"} <= names
+
+
+def test_under_an_nvtx_tool_profiler_nvtx_records_every_marker(tmp_path: Path) -> None:
+    """`nsys profile ncompass run --profiler nvtx ...`: nsys attaches its NVTX injection library
+    through NVTX_INJECTION64_PATH; ncompass' own recorder stands in for it here."""
+    if find_compiler() is None:
+        pytest.skip("no C compiler (cc, gcc or clang) on PATH: cannot build the NVTX recorder")
+    recordings = tmp_path / "nvtx"
+    env = {**os.environ, **environment(recordings, library=build_recorder(tmp_path / "cache"))}
+    done = _ncompass(
+        "run",
+        "--profiler",
+        "nvtx",
+        "--config",
+        "configs/attn.yaml",
+        "--config",
+        "configs/mlp.yaml",
+        "examples/tiny_transformer.py",
+        "--layers",
+        "2",
+        "--new-tokens",
+        "2",
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no NVTX tool is attached" not in done.stderr
+    (recording,) = [r for r in read_recordings(recordings) if "ncompass" in r.cmdline]
+    assert recording.unmatched_pops == recording.unmatched_ends == recording.dropped_events == 0
+    ranges = [r for r in recording.ranges if r.domain == "ncompass"]
+    assert all(r.end_ns is not None for r in ranges), "every range was closed"
+    names = {r.name for r in ranges}
+    assert names >= ATTN_MARKERS | MLP_MARKERS | {"attn.forward[0]", "attn.forward[1]"}
+    assert {r.kind for r in ranges} == {"push_pop"}  # no async code in the demo
+    decode = next(r for r in ranges if r.name == "decode")
+    assert decode.depth == 0 and len({r.tid for r in ranges}) == 1
+    for core in (r for r in ranges if r.name == "attn.core"):
+        outer = [
+            r
+            for r in ranges
+            if r.name.startswith("attn.forward[")
+            and r.start_ns <= core.start_ns
+            and core.end_ns <= (r.end_ns or 0)
+        ]
+        assert len(outer) == 1 and core.depth > outer[0].depth > decode.depth
 
 
 def test_user_errors_exit_2_with_one_clear_line(tmp_path: Path) -> None:
