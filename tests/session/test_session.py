@@ -355,3 +355,42 @@ def test_a_proposal_that_matches_nothing_leaves_it_to_the_planner(tmp_path: Path
     assert any("Pipeline.missing" in reason for reason in session.last_proposal.dropped)
     [target] = config["targets"]
     assert any(r["first"] == "for step in range(3):" for r in target["ranges"])  # one level finer
+
+
+def test_the_seed_workflow_through_an_analysis_service(tmp_path: Path) -> None:
+    import warnings
+
+    pytest.importorskip("fastapi", reason="the service needs the server extra")
+    from ncompass.analysis.providers import ProviderFallbackWarning
+    from ncompass.service import BackgroundService
+
+    with BackgroundService(storage_dir=tmp_path / "store") as service, warnings.catch_warnings():
+        warnings.simplefilter("error", ProviderFallbackWarning)  # nothing may fall back
+        session = ProfilingSession(str(tmp_path / "traces"), base_url=service.url)
+        trace = session.run_profile(run_inference)
+        summary = session.get_trace_summary(trace)
+        assert summary["markdown"].startswith("# Trace summary")
+        compute = line_of(SOURCE, "def compute")
+        session.submit_feedback("compute?", MODULE, compute, compute + 7)
+        session.apply_targeted_markers()
+        trace = session.run_profile(run_inference)
+        filtered = session.filter_trace(trace, min_duration_us=100.0)
+    names = {e["name"] for e in json.loads(Path(filtered).read_text())["traceEvents"]}
+    assert f"{MODULE}:Pipeline.compute" in names
+    assert session.provider.name == f"remote {service.url}"
+
+
+def test_a_session_whose_service_is_down_falls_back_at_once(tmp_path: Path) -> None:
+    import time
+
+    from ncompass.analysis.providers import ProviderFallbackWarning
+    from tests.service.endpoints import closed_port_url
+
+    url = closed_port_url()
+    session = ProfilingSession(str(tmp_path), base_url=url)
+    trace = session.run_profile(run_inference)
+    started = time.perf_counter()
+    with pytest.warns(ProviderFallbackWarning, match=f"analysis service at {url}"):
+        summary = session.get_trace_summary(trace)
+    assert time.perf_counter() - started < 10  # no hang
+    assert "structured" in summary
