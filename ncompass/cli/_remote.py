@@ -297,7 +297,7 @@ def logs_command(job_id: str, address: str | None, follow: bool) -> None:
     state = client.state(job_id)
     from ncompass.remote.submission import describe_end
 
-    describe_end(state, reporter)
+    describe_end(state, reporter, client)
     raise SystemExit(state.final_exit_code())
 
 

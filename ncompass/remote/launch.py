@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from ncompass.remote._sizes import format_size
+from ncompass.remote.cluster_python import ray_python, wrong_python_hint
 from ncompass.remote.ranks import LOOPBACK, NodeResult, NodeSpec, free_port, run_and_pack
 
 # import name -> distribution, for what `ncompass run` imports.
@@ -36,6 +37,20 @@ PLACEMENT_EXIT_CODE = 3
 def missing_dependencies() -> list[str]:
     """Distributions ``ncompass run`` needs that this Python cannot import."""
     return [dist for module, dist in REQUIRED_MODULES.items() if not _importable(module)]
+
+
+def missing_dependencies_message(missing: Sequence[str]) -> str:
+    """What this Python lacks, and, when it cannot import Ray either, the likely cause."""
+    message = (
+        f"ncompass: this cluster's Python ({sys.executable}) lacks {', '.join(missing)}, "
+        "which `ncompass run` needs"
+    )
+    if not _importable("ray"):
+        return f"{message}. {wrong_python_hint(sys.executable, ray_python())}"
+    return (
+        f"{message}: install them on the cluster, or list them in the file given to "
+        "`ncompass submit --requirements`"
+    )
 
 
 def _importable(module: str) -> bool:
@@ -105,11 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     missing = missing_dependencies()
     if missing:
-        log(
-            f"ncompass: this cluster's Python ({sys.executable}) lacks {', '.join(missing)}, "
-            "which `ncompass run` needs: install them on the cluster, or list them in the "
-            "file given to `ncompass submit --requirements`"
-        )
+        log(missing_dependencies_message(missing))
         return DEPENDENCY_EXIT_CODE
     ranks_per_node = max(1, arguments.gpus)
     if arguments.nodes > 1:

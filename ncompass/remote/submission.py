@@ -25,6 +25,7 @@ from ncompass.capture.trace_files import safe_name, trace_dir
 from ncompass.errors import NcompassError
 from ncompass.remote._sizes import MB, format_size
 from ncompass.remote.address import Cluster, resolve_cluster
+from ncompass.remote.cluster_python import COMMAND_NOT_FOUND, python_not_found
 from ncompass.remote.config import ConfigFile, load_config
 from ncompass.remote.dashboard import Dashboard
 from ncompass.remote.errors import RemoteError
@@ -272,8 +273,8 @@ def submit(
         return result
     result.state = state
     result.exit_code = state.final_exit_code()
-    describe_end(state, reporter)
-    collect(client, result, reporter)
+    if describe_end(state, reporter, client):
+        collect(client, result, reporter)
     return result
 
 
@@ -328,20 +329,48 @@ def pending_hint(cluster: Cluster, job_id: str, plan: JobPlan, waited: float) ->
     )
 
 
-def describe_end(state: JobState, reporter: Reporter) -> None:
-    """One line on how the job ended, with Ray's reason when it failed before the script."""
+def describe_end(state: JobState, reporter: Reporter, client: JobsClient | None = None) -> bool:
+    """One line on how the job ended, with the reason when it failed before the script.
+
+    Args:
+        state: The job's final state.
+        reporter: Where to say it.
+        client: The cluster's client, to read the output of a job whose shell did not find its
+            Python (exit code 127).
+
+    Returns:
+        Whether the job got as far as running its ranks (so it may have traces to fetch).
+    """
     if state.status == "SUCCEEDED":
         reporter.status(f"ncompass: job {state.job_id} succeeded")
-        return
+        return True
     code = state.final_exit_code()
+    no_python = _python_not_found(state, client)
     if state.exit_code is None and state.status == "FAILED":
         reason = state.message.strip().splitlines()[0] if state.message.strip() else "no reason"
         reporter.status(f"ncompass: job {state.job_id} failed before its script ran: {reason}")
-    else:
+        return True  # a node lost mid-run fails the job this way too: look for its traces
+    if no_python is not None:
         reporter.status(
-            f"ncompass: job {state.job_id} {state.status.lower()} (exit code {code}); its whole "
-            f"output: `ncompass jobs logs {state.job_id}`"
+            f"ncompass: job {state.job_id} failed before its script ran (exit code {code}): "
+            f"{no_python}"
         )
+        return False
+    reporter.status(
+        f"ncompass: job {state.job_id} {state.status.lower()} (exit code {code}); its whole "
+        f"output: `ncompass jobs logs {state.job_id}`"
+    )
+    return True
+
+
+def _python_not_found(state: JobState, client: JobsClient | None) -> str | None:
+    if client is None or state.exit_code != COMMAND_NOT_FOUND:
+        return None
+    try:
+        logs = client.logs(state.job_id)
+    except NcompassError:
+        return None
+    return python_not_found(state.exit_code, state.entrypoint, logs)
 
 
 def collect(client: JobsClient, result: SubmitResult, reporter: Reporter) -> None:

@@ -272,6 +272,40 @@ def test_a_failing_job_passes_its_exit_code_and_its_logs_stay_readable(
     assert "loading the checkpoint" in followed.stdout
 
 
+def test_a_cluster_python_that_is_missing_or_lacks_ray_is_explained(
+    cluster: LocalRayCluster, project: Path, tmp_path: Path
+) -> None:
+    # A bare virtualenv: no ncompass dependencies and no Ray, as a cluster started outside
+    # the user's virtualenv would find.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)  # fmt: skip
+    settings = tmp_path / "remote.yaml"
+
+    def submit_with(python: str) -> subprocess.CompletedProcess[str]:
+        settings.write_text(f"python: {python}\n")
+        return _ncompass(
+            cluster, project, "submit", "--gpus", "0", "--output-dir", str(tmp_path),
+            "failing_job.py", NCOMPASS_REMOTE_CONFIG=str(settings),
+        )  # fmt: skip
+
+    missing = submit_with("no-such-python")
+    assert missing.returncode == 127, missing.stdout + missing.stderr
+    assert "failed before its script ran (exit code 127): the cluster's shell has no " in (
+        missing.stderr
+    )
+    assert "`no-such-python` command to run the job with" in missing.stderr
+    assert "outside the virtualenv that has Ray" in missing.stderr
+    assert "traces not fetched" not in missing.stderr  # nothing ran: nothing to fetch
+
+    bare = submit_with(str(tmp_path / "bare" / "bin" / "python"))
+    assert bare.returncode == 2, bare.stdout + bare.stderr
+    assert "lacks libcst, pyyaml, pydantic, click, orjson, rich, packaging" in bare.stdout
+    assert "cannot import Ray either, so it is not the Python the cluster runs on" in bare.stdout
+    assert "loading the checkpoint" not in bare.stdout  # the script never ran
+    ray_runs_on = bare.stdout.split("(Ray runs on ")[1].split(")")[0]
+    assert Path(ray_runs_on).parent == Path(sys.executable).parent
+    assert f"Set `python: {ray_runs_on}` in ~/.config/ncompass/remote.yaml" in bare.stdout
+
+
 def test_a_job_waiting_for_gpus_says_what_it_waits_for_and_ctrl_c_detaches(
     cluster: LocalRayCluster, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
