@@ -98,9 +98,15 @@ def gpu_profile(
         A decorator.
 
     Raises:
-        TypeError: (when decorating) the function is a generator function: only creating the
+        TypeError: used without parentheses (``@gpu_profile``), or (when decorating) the
+            function is a generator function: only creating the
             generator would be measured; wrap the loop that consumes it in ``GpuMonitor``.
     """
+    if callable(device):  # @gpu_profile without parentheses
+        raise TypeError(
+            f"gpu_profile takes options, not the function: write @gpu_profile() (or "
+            f"@gpu_profile(device=..., ...)) above {getattr(device, '__qualname__', device)}"
+        )
     # checked now, not at the first call
     GpuMonitor(device, interval_s, backend, strict, sync_fn, warmup_s)
 

@@ -108,6 +108,14 @@ def test_generator_functions_are_refused_with_advice() -> None:
             yield 1
 
 
+def test_without_parentheses_it_says_how_to_write_it() -> None:
+    def step() -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"write @gpu_profile\(\) .* above .*step"):
+        gpu_profile(step)  # type: ignore[arg-type]
+
+
 def test_bad_arguments_fail_when_decorating_not_at_the_first_call() -> None:
     with pytest.raises(ValueError, match="interval_s"):
         gpu_profile(interval_s=-1)
