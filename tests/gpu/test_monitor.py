@@ -234,6 +234,28 @@ def test_non_strict_auto_without_a_gpu_watches_the_cpu_and_says_so() -> None:
 
 
 @pytest.mark.usefixtures("no_gpu_tools")
+def test_the_fallback_warning_points_at_the_users_line() -> None:
+    from ncompass.gpu import gpu_profile
+
+    @gpu_profile(strict=False, report=False)
+    def step() -> None:
+        pass
+
+    with pytest.warns(RuntimeWarning) as warned:
+        with GpuMonitor(strict=False, interval_s=FAST):
+            line = _this_line() - 1
+        step()
+        call = _this_line() - 1
+    assert [(w.filename, w.lineno) for w in warned] == [(__file__, line), (__file__, call)]
+
+
+def _this_line() -> int:
+    import sys
+
+    return sys._getframe(1).f_lineno
+
+
+@pytest.mark.usefixtures("no_gpu_tools")
 def test_non_strict_explicit_smi_without_nvidia_smi_samples_nothing() -> None:
     with warnings.catch_warnings(record=True), GpuMonitor(backend="smi", strict=False) as mon:
         pass
