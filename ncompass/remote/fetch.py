@@ -351,18 +351,33 @@ def _remove_empty_tree(folder: Path) -> None:
 
 @contextmanager
 def _exclusive(lock_path: Path) -> Iterator[None]:
-    """One fetch per job folder at a time (a second waits), where the OS supports it."""
+    """One fetch per job folder at a time (a second waits), where the OS supports it.
+
+    The lock file is removed when the fetch ends, so the job's folder holds only the job's
+    files. Removing it is safe because a waiter that wakes up holding the lock of a removed
+    file (its inode no longer at ``lock_path``) lets go and locks the current one.
+    """
     try:
         import fcntl
     except ImportError:  # Windows: no advisory locks; concurrent fetches are the user's call
         yield
         return
-    with lock_path.open("a") as handle:
+    while True:
+        handle = lock_path.open("a")
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            current = os.stat(lock_path)
+        except FileNotFoundError:
+            current = None
+        if current is not None and os.path.samestat(current, os.fstat(handle.fileno())):
+            break
+        handle.close()  # the holder before us removed this file: lock the new one
+    try:
+        yield
+    finally:
+        with suppress(OSError):
+            lock_path.unlink()
+        handle.close()  # unlocks, after the name is gone
 
 
 __all__ = [

@@ -402,7 +402,11 @@ def collect(client: JobsClient, result: SubmitResult, reporter: Reporter) -> Non
 def describe_fetch(report: FetchReport) -> str:
     """One line on what a fetch did."""
     files = len(report.local_paths)
-    parts = [f"{files} file{'s' if files != 1 else ''} ({format_size(report.total_bytes)})"]
+    counted = f"{files} file{'s' if files != 1 else ''} ({format_size(report.total_bytes)})"
+    if report.present and not report.written:
+        verb, folder = ("are" if files != 1 else "is"), report.job_dir
+        return f"ncompass: nothing new to fetch: the job's {counted} {verb} already in {folder}"
+    parts = [counted]
     if report.present:
         parts.append(f"{len(report.present)} already here")
     if report.chunks_reused:

@@ -8,14 +8,17 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from ncompass.remote._sizes import format_size
 from ncompass.remote.errors import RemoteError
 from ncompass.remote.fetch import ChunkProgress, fetch_job
 from ncompass.remote.manifest import NodeManifest, RankRecord, node_folder
 from ncompass.remote.pack import pack_outputs, write_manifest
+from ncompass.remote.submission import describe_fetch
 from tests.remote.support import FolderDashboard
 
 JOB = "demo-20260101-000000-abcd"
@@ -71,14 +74,36 @@ def test_files_come_home_byte_for_byte_gzip_or_not(tmp_path: Path) -> None:
     for name, data in files.items():
         assert (tmp_path / "home" / name).read_bytes() == data
     assert report.rank_traces() == [(0, tmp_path / "home" / "demo.json")]
+    # Only the job's files: no lock, no partial downloads.
     assert sorted(p.name for p in (tmp_path / "home").iterdir()) == [
-        ".fetch.lock",
         "already.json.gz",
         "demo.json",
         "demo.ncompass.json",
         "empty.txt",
         "rank0",
     ]
+
+
+class SlowDashboard(FolderDashboard):
+    """Reads take a while, so fetches started together overlap."""
+
+    def read_file(self, node_id: str, filename: str) -> Iterator[bytes]:
+        time.sleep(0.01)
+        yield from super().read_file(node_id, filename)
+
+
+def test_fetches_of_one_job_at_once_take_turns_and_leave_one_copy(tmp_path: Path) -> None:
+    files = {"demo.json": os.urandom(4000) + _trace(200), "demo.ncompass.json": b"{}"}
+    _pack(tmp_path / "logs", files, chunk_bytes=512)
+    home = tmp_path / "home"
+    with ThreadPoolExecutor(4) as pool:  # separate opens: flock serialises threads too
+        reports = list(
+            pool.map(lambda _: fetch_job(SlowDashboard(tmp_path / "logs"), JOB, home), range(4))
+        )
+    assert sum(len(report.written) for report in reports) == 2  # the others found them there
+    assert all(not report.diverted for report in reports)
+    assert sorted(p.name for p in home.iterdir()) == ["demo.json", "demo.ncompass.json"]
+    assert (home / "demo.json").read_bytes() == files["demo.json"]
 
 
 def test_an_interrupted_fetch_resumes_at_the_first_missing_chunk(tmp_path: Path) -> None:
@@ -137,6 +162,10 @@ def test_nothing_already_downloaded_is_overwritten(tmp_path: Path) -> None:
     assert sorted(path.name for path in third.present) == ["demo.json", "notes-1.txt"]
     assert not (home / "notes-2.txt").exists()
     assert third.local_paths["notes.txt"] == home / "notes-1.txt"
+    assert describe_fetch(third) == (
+        f"ncompass: nothing new to fetch: the job's 2 files ({format_size(third.total_bytes)}) "
+        f"are already in {home}"
+    )
 
 
 def test_a_damaged_chunk_is_refused_and_not_kept(tmp_path: Path) -> None:
