@@ -326,9 +326,11 @@ class ProfilingSession:
             "start_line": start_line,
             "end_line": end_line,
         }
+        # the planner's own proposal first: it also rejects feedback that points at no code,
+        # whoever proposes the markers in the end
+        own = planner.for_feedback(target_module, start_line, end_line)
         proposal = self._provider_proposal(planner, feedback, [target_module])
         if proposal.empty:
-            own = planner.for_feedback(target_module, start_line, end_line)
             own.dropped[:0] = proposal.dropped
             proposal = own
         self.last_proposal = proposal

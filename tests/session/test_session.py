@@ -344,6 +344,18 @@ class ProposingProvider(CountingProvider):
         return self.targets
 
 
+def test_feedback_pointing_at_no_code_is_an_error_whoever_proposes(tmp_path: Path) -> None:
+    from ncompass.errors import NcompassError
+
+    targets = [{"module": MODULE, "functions": [{"qualname": "Pipeline.prepare"}]}]
+    session = ProfilingSession(str(tmp_path), session_name="bad-feedback")
+    session.provider = ProposingProvider(session.provider, targets)
+    session.run_profile(run_inference)
+    with pytest.raises(NcompassError, match="past the end"):
+        session.submit_feedback("?", MODULE, 900, 901)
+    assert session.pending is None
+
+
 def test_a_proposal_that_matches_nothing_leaves_it_to_the_planner(tmp_path: Path) -> None:
     session = ProfilingSession(str(tmp_path), session_name="nothing")
     targets = [{"module": MODULE, "functions": [{"qualname": "Pipeline.missing"}]}]
