@@ -166,6 +166,34 @@ def torch_recording_costs(repeats: int) -> dict[str, float]:
         return measure(loops, repeats)
 
 
+# A call marker in a compound header (`if self.gate(x):`) wraps the call alone through a helper.
+HEADER_CALL = """\
+        if gate(1):
+            pass"""
+HEADER_CALL_WRAPPED = """\
+        if __nc_call_1(gate, 1):
+            pass"""
+
+
+def _gate(x: int) -> bool:
+    return x > 0
+
+
+def header_call_costs(repeats: int, contexts: list[str]) -> dict[str, float]:
+    """ns per iteration of ``if gate(1):`` plain and through the generated call helper."""
+    from ncompass.runtime.sites import bind, call_wrapper
+
+    loops = {"if gate(1): (no marker)": (compile_case(HEADER_CALL, {"gate": _gate}), 200_000)}
+    for context in contexts:
+        enter, exit_range = bind(context, "gate")
+        wrapped = {"gate": _gate, "__nc_call_1": call_wrapper(enter, exit_range)}
+        loops[f"if __nc_call_1(gate, 1): {context}"] = (
+            compile_case(HEADER_CALL_WRAPPED, wrapped),
+            200_000,
+        )
+    return measure(loops, repeats)
+
+
 # ------------------------------------------------------------------------------ NVTX recorder
 
 RECORDER_CASES = ("bare nvtx domain push/pop pair", "marker nvtx", "marker nvtx, dynamic name")
@@ -311,6 +339,12 @@ def main() -> None:
         include_torch = False
         print("torch is not installed: torch cases skipped\n")
     report(measure(cases(include_torch), repeats))
+    print("\ncall markers in compound headers (the call alone is wrapped), ns per iteration:")
+    contexts = ["noop", "nvtx", *(["torch"] if include_torch else [])]
+    header = header_call_costs(repeats, contexts)
+    plain_call = header["if gate(1): (no marker)"]
+    for name, value in header.items():
+        print(f"  {name:42s} {value:9.1f}  (+{value - plain_call:.1f} ns for the marker)")
     if include_torch:
         print("\nwhile a torch profiler records (CPU activity), ns per iteration:")
         for name, value in torch_recording_costs(max(3, repeats // 3)).items():
