@@ -158,8 +158,16 @@ def session_show_command(name: str, output_dir: Path, iteration: int | None) -> 
 
     session = ProfilingSession(str(output_dir), session_name=name)
     records = [r for r in session.iterations if iteration is None or r.iteration == iteration]
+    if not records and iteration is None:
+        raise SessionError(
+            f"session {name!r} ({session.store.root}) has no iterations yet; "
+            f"run `ncompass session run --name {name} SCRIPT` first"
+        )
     if not records:
-        raise SessionError(f"no iteration {iteration} in session {name!r} ({session.store.root})")
+        numbers = ", ".join(str(r.iteration) for r in session.iterations)
+        raise SessionError(
+            f"no iteration {iteration} in session {name!r} ({session.store.root}); it has {numbers}"
+        )
     record = records[-1]
     summary = session.get_trace_summary(record.trace_path)
     click.echo(summary["markdown"])

@@ -70,6 +70,12 @@ def test_three_iterations_find_the_planted_statement(tmp_path: Path) -> None:
     text = _ncompass("session", "history", "--name", "t", cwd=tmp_path)
     assert "iteration 3" in text.stdout
 
+    missing = _ncompass("session", "show", "--name", "t", "9", cwd=tmp_path)
+    assert missing.returncode == 2 and "no iteration 9 in session 't'" in missing.stderr
+    assert "it has 1, 2, 3" in missing.stderr
+    empty = _ncompass("session", "show", "--name", "none-yet", cwd=tmp_path)
+    assert empty.returncode == 2 and "has no iterations yet" in empty.stderr
+
     shown = _ncompass("session", "show", "--name", "t", "2", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "# Trace summary" in shown.stdout and "v002.yaml" in shown.stdout
