@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any
 
 import click
 
+from ncompass.kernels.autotune.cache import AutotuneCacheWarning
 from ncompass.kernels.errors import KernelError
 
 _DTYPES = ("float32", "float16", "bfloat16")
@@ -32,6 +34,7 @@ def list_command(as_json: bool) -> None:
     from ncompass.kernels.catalog import COMMON_CONDITIONS, OPS, kernel_source_hash, triton_version
 
     cache = TuningCache()
+    files, damaged = cache.scan()
     ops = [
         {
             "name": op.name,
@@ -54,15 +57,16 @@ def list_command(as_json: bool) -> None:
             "device": {"name": entry.device.name, "capability": entry.device.capability},
             "choices": {key: choice.to_json() for key, choice in sorted(entry.entries.items())},
         }
-        for entry in cache.files()
+        for entry in files
         if entry.kernel in SPACES
     ]
+    unusable = [{"file": str(path), "reason": reason} for path, reason in damaged]
     if as_json:
         report = {"triton": triton_version(), "cache_dir": str(cache.root), "ops": ops}
-        click.echo(json.dumps({**report, "cached": cached}, indent=2))
+        click.echo(json.dumps({**report, "cached": cached, "unusable": unusable}, indent=2))
         return
     _print_ops(ops, triton_version())
-    _print_cached(cached, str(cache.root))
+    _print_cached(cached, str(cache.root), unusable)
 
 
 @kernels_group.command("tune")
@@ -113,12 +117,21 @@ def tune_command(
         raise KernelError("give --shapes (e.g. --shapes 'x=1x64x56x56,w=64x64x3x3') or --preset")
     device = tuning_device()
     results = []
-    for shape in shapes:
-        for dtype in dtypes or ("float32",):
-            result = tune_shape(shape, dtype, force=force)
-            results.append(result)
-            if not as_json:
-                _print_result(result, str(device))
+    with warnings.catch_warnings(record=True) as noticed:
+        warnings.simplefilter("always", AutotuneCacheWarning)
+        for shape in shapes:
+            for dtype in dtypes or ("float32",):
+                result = tune_shape(shape, dtype, force=force)
+                results.append(result)
+                if not as_json:
+                    _print_result(result, str(device))
+    for warning in noticed:
+        if issubclass(warning.category, AutotuneCacheWarning):
+            click.echo(f"warning: {warning.message}", err=True)
+        else:
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
     if as_json:
         click.echo(
             json.dumps({"device": str(device), "results": [_result_json(r) for r in results]})
@@ -143,10 +156,15 @@ def _print_ops(ops: list[dict[str, Any]], triton: str | None) -> None:
             click.echo(f"  needs: {condition}")
 
 
-def _print_cached(cached: list[dict[str, Any]], root: str) -> None:
+def _print_cached(cached: list[dict[str, Any]], root: str, unusable: list[dict[str, str]]) -> None:
     click.echo(f"\ncached choices ({root}):")
     if not cached:
         click.echo("  none yet (ops tune on first use, or run `ncompass kernels tune`)")
+    for item in unusable:
+        click.echo(
+            f"  unusable: {item['file']} ({item['reason']}); its ops tune again, and the next "
+            "choice saved moves it aside to .corrupt"
+        )
     for entry in cached:
         device = entry["device"]
         state = "" if entry["current"] else "  [stale: kernel or triton changed]"

@@ -70,6 +70,36 @@ def test_list_shows_cached_choices_and_marks_stale_ones(cache_dir: Path) -> None
     assert listing["cache_dir"] == str(cache_dir)
 
 
+def test_list_names_a_cache_file_it_cannot_use(cache_dir: Path) -> None:
+    cache_dir.mkdir(parents=True)
+    torn = cache_dir / "gemm-000000000000-triton3.0.0-cpu-interpreter.json"
+    torn.write_text('{"format": 1, "entr')
+    result = ncompass("list")
+    assert result.exit_code == 0
+    assert f"  unusable: {torn} (corrupt: " in result.output
+    assert "its ops tune again" in result.output
+    listing = json.loads(ncompass("list", "--json").output)
+    assert [item["file"] for item in listing["unusable"]] == [str(torn)]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("interpreter")
+def test_tune_over_a_corrupt_cache_warns_in_one_line_and_recovers(cache_dir: Path) -> None:
+    shape = "x=1x3x5x5,w=2x3x3x3"
+    assert ncompass("tune", "--op", "conv2d", "--shapes", shape).exit_code == 0
+    (path,) = cache_dir.glob("conv2d-*.json")
+    path.write_text("{garbage")
+    reset_autotuner()  # as a new process would
+    result = ncompass("tune", "--op", "conv2d", "--shapes", shape)
+    assert result.exit_code == 0, result.output
+    assert "tuned now" in result.output
+    (warning,) = result.stderr.splitlines()
+    assert warning.startswith(f"warning: {path} is corrupt (")
+    assert warning.endswith(f"tuning again (the next choice saved moves it aside to {path.name}.corrupt)")  # fmt: skip
+    assert (cache_dir / f"{path.name}.corrupt").read_text() == "{garbage"
+    assert "unusable" not in ncompass("list").output
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("interpreter")
 def test_tune_measures_then_reuses_the_cache(cache_dir: Path) -> None:

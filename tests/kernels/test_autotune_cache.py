@@ -89,12 +89,27 @@ def test_corrupt_file_is_reported_moved_aside_and_rewritten(tmp_path: Path) -> N
     cache = TuningCache(tmp_path)
     path = cache.path(_key())
     path.write_text('{"format": 1, "entries": {"float16/m64')  # a torn write of another tool
-    with pytest.warns(AutotuneCacheWarning, match="cannot read .* tuning again"):
+    with pytest.warns(AutotuneCacheWarning, match=r"is corrupt .* tuning again .*\.corrupt\)"):
         assert cache.lookup(_key()) is None
-    with pytest.warns(AutotuneCacheWarning, match="was corrupt .* moved to"):
-        TuningCache(tmp_path).store(_key(), _choice())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cache.store(_key(), _choice())  # reported once: moved aside without a second warning
     assert TuningCache(tmp_path).lookup(_key()) == _choice()
     assert (tmp_path / (path.name + ".corrupt")).read_text().startswith('{"format": 1')
+    path.write_text("{")  # corrupted again, found first by a writer
+    with pytest.warns(AutotuneCacheWarning, match="is corrupt .* moved aside to"):
+        TuningCache(tmp_path).store(_key(), _choice())
+    assert (tmp_path / (path.name + ".corrupt")).read_text() == "{"
+
+
+def test_listing_reports_files_that_cannot_be_used(tmp_path: Path) -> None:
+    cache = TuningCache(tmp_path)
+    cache.store(_key(), _choice())
+    torn = tmp_path / "gemm-000000000000-triton3.0.0-cpu-interpreter.json"
+    torn.write_text('{"format": 1, "entr')
+    files, damaged = cache.scan()
+    assert [item.path for item in files] == [cache.path(_key())]
+    assert [(path, reason.split(":")[0]) for path, reason in damaged] == [(torn, "corrupt")]
 
 
 def test_file_of_another_format_is_treated_as_corrupt(tmp_path: Path) -> None:

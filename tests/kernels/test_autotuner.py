@@ -123,8 +123,8 @@ def test_a_corrupt_cache_is_recovered_by_the_next_process(tmp_path: Path) -> Non
     env = {"TRITON_INTERPRET": "1", "NCOMPASS_AUTOTUNE_DIR": str(tmp_path)}
     done = run_python(CHILD, env)
     assert json.loads(done.stdout.splitlines()[-1])["origins"] == {"tuned": 1}
-    assert "AutotuneCacheWarning" in done.stderr and "tuning again" in done.stderr
-    assert "was corrupt" in done.stderr
+    assert done.stderr.count("AutotuneCacheWarning") == 1  # one problem, one warning
+    assert "is corrupt" in done.stderr and "tuning again" in done.stderr
     assert (tmp_path / (path.name + ".corrupt")).exists()
     assert _child(tmp_path)["origins"] == {"cache": 1}
 

@@ -155,8 +155,15 @@ class TuningCache:
             document = _parse(path.read_text(encoding="utf-8"))
         except (FileNotFoundError, NotADirectoryError):
             return None
-        except (OSError, ValueError) as error:
-            self._warn(path, "read", f"cannot read {path} ({error}); tuning again")
+        except ValueError as error:
+            message = (
+                f"{path} is corrupt ({error}); tuning again (the next choice saved moves it "
+                f"aside to {path.name}.corrupt)"
+            )
+            self._warn(path, "corrupt", message)
+            return None
+        except OSError as error:
+            self._warn(path, "read", f"cannot read {path} ({error.strerror}); tuning again")
             return None
         entry = document["entries"].get(key.entry)
         if entry is None:
@@ -186,7 +193,13 @@ class TuningCache:
 
     def files(self) -> list[CacheFile]:
         """Every readable cache file under the root, sorted by name (corrupt ones skipped)."""
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[CacheFile], list[tuple[Path, str]]]:
+        """Every cache file under the root, sorted by name: the readable ones, and
+        ``(path, reason)`` of those that cannot be read or do not parse."""
         found: list[CacheFile] = []
+        damaged: list[tuple[Path, str]] = []
         for path in sorted(self.root.glob("*.json")):
             try:
                 document = _parse(path.read_text(encoding="utf-8"))
@@ -194,7 +207,11 @@ class TuningCache:
                     name: CachedChoice.from_json(value)
                     for name, value in document["entries"].items()
                 }
-            except (OSError, ValueError):
+            except OSError as error:
+                damaged.append((path, f"cannot read: {error.strerror}"))
+                continue
+            except ValueError as error:
+                damaged.append((path, f"corrupt: {error}"))
                 continue
             device = document["device"]
             found.append(
@@ -207,7 +224,7 @@ class TuningCache:
                     entries,
                 )
             )
-        return found
+        return found, damaged
 
     def _read_for_update(self, path: Path, key: TuningKey) -> dict[str, Any]:
         """The current document (under the lock); a corrupt one is moved aside."""
@@ -218,8 +235,8 @@ class TuningCache:
         except ValueError as error:
             aside = path.with_name(path.name + ".corrupt")
             os.replace(path, aside)
-            message = f"{path} was corrupt ({error}); moved to {aside.name}, starting anew"
-            self._warn(path, "corrupt", message)
+            message = f"{path} is corrupt ({error}); moved aside to {aside.name}, starting anew"
+            self._warn(path, "corrupt", message)  # once: lookup may have reported it already
         return {
             "format": FORMAT,
             "kernel": key.kernel,
