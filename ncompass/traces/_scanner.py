@@ -22,6 +22,7 @@ from ncompass.traces.events import Event
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 _OBJECT_START = re.compile(rb"\s*:\s*\[")
 _WHITESPACE = re.compile(rb"[ \t\r\n]*")
+_SEPARATORS = re.compile(r"[ \t\r\n,]*")
 # A string (possibly cut off by the end of the buffer, even right after a backslash) or one
 # structural character. Every '"' must start a match, or finditer would skip it and read the
 # string's contents as structure.
@@ -33,6 +34,9 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _MAX_GUESSES = 3
 # A header (the keys before traceEvents) larger than this is not a trace we can stream.
 _MAX_HEADER_BYTES = 256 << 20
+# Unfinished event text beyond this is checked for a syntax error (a stray or missing quote
+# turns the rest of the file into one "event"), so a damaged file fails fast and small.
+_LARGE_EVENT_BYTES = 4 << 20
 
 _HEADER, _EVENTS, _TAIL = "header", "events", "tail"
 
@@ -63,6 +67,7 @@ class EventScanner:
         self._header_search_from = 0
         self._is_bare_array = False
         self._saw_any_byte = False
+        self._check_large_event_at = _LARGE_EVENT_BYTES
 
     @property
     def offset(self) -> int:
@@ -89,7 +94,7 @@ class EventScanner:
         if self._state == _HEADER:
             self._parse_document_without_events()
         elif self._state == _EVENTS:
-            raise ScanError(
+            raise self._first_syntax_error(self._position) or ScanError(
                 self.offset,
                 "the text ends inside the traceEvents array (the file is truncated)",
             )
@@ -202,7 +207,7 @@ class EventScanner:
             if depth == 0:
                 between = buffer[self._position if not spans else spans[-1][1] : token.start()]
                 if between.strip(b" \t\r\n,"):
-                    raise ScanError(
+                    raise self._first_syntax_error(self._position) or ScanError(
                         self._consumed_before_buffer + token.start(),
                         "traceEvents holds something that is not an event object",
                     )
@@ -219,11 +224,12 @@ class EventScanner:
                     if len(spans) >= 4096:
                         break
             elif depth == 0:
-                raise ScanError(
+                raise self._first_syntax_error(self._position) or ScanError(
                     self._consumed_before_buffer + token.start(),
                     "traceEvents holds a string where an event object belongs",
                 )
         if not spans:
+            self._check_large_event()
             return False
         for start, end in spans:
             decoded = self._decode_one(start, end)
@@ -243,10 +249,49 @@ class EventScanner:
         try:
             return json.loads(text.decode("utf-8", errors="replace"))
         except json.JSONDecodeError as error:
-            raise ScanError(
+            raise self._first_syntax_error(start) or ScanError(
                 self._consumed_before_buffer + start + error.pos,
                 f"malformed JSON in an event ({error.msg})",
             ) from None
+
+    def _check_large_event(self) -> None:
+        """Look for a syntax error once the unfinished event text grows past each threshold."""
+        if len(self._buffer) - self._position < self._check_large_event_at:
+            return
+        error = self._first_syntax_error(self._position)
+        if error is not None:
+            raise error
+        self._check_large_event_at *= 2  # one really large event: check again when it doubles
+
+    def _first_syntax_error(self, start: int) -> ScanError | None:
+        """Where a JSON parser reading the events from ``start`` finds the text malformed.
+
+        The fast paths find *that* something is wrong around an event, not where; this decodes
+        the events one by one with the stdlib's decoder, which stops at the first bad byte.
+        Returns None when the buffered text is only incomplete (more may arrive).
+        """
+        # latin-1 maps each byte to one character, so positions stay byte offsets.
+        text = self._buffer.decode("latin-1")
+        decoder = json.JSONDecoder()
+        position = start
+        while True:
+            position = _SEPARATORS.match(text, position).end()  # type: ignore[union-attr]
+            if position >= len(text) or text[position] == "]":
+                return None
+            if text[position] != "{":
+                return ScanError(
+                    self._consumed_before_buffer + position,
+                    "traceEvents holds something that is not an event object",
+                )
+            try:
+                _, position = decoder.raw_decode(text, position)
+            except json.JSONDecodeError as error:
+                if error.pos >= len(text) or error.msg.startswith("Unterminated string"):
+                    return None  # the text ends inside this event
+                return ScanError(
+                    self._consumed_before_buffer + error.pos,
+                    f"malformed JSON in an event ({error.msg})",
+                )
 
     def _parse_tail(self) -> None:
         tail = self._buffer[self._position :].strip(b" \t\r\n")

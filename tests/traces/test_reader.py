@@ -209,3 +209,19 @@ def test_progress_bar_goes_to_stderr_only_when_asked(
     assert len(list(TraceReader(path))) == 1  # not a terminal: no bar
     captured = capsys.readouterr()
     assert captured.out == ""
+
+
+def test_a_stray_quote_in_a_real_trace_is_reported_at_its_byte(tmp_path: Path) -> None:
+    # Replacing the opening quote of a key flips which text is inside strings for the rest of
+    # the file: no event ends until the end of the file, yet the error names the damaged byte.
+    source = next(t for t in shared_traces() if t.name == "nccl_data.json.gz")
+    text = gzip.decompress(source.read_bytes())
+    damaged_at = text.index(b'"name"', len(text) // 10)
+    path = tmp_path / "damaged.json"
+    path.write_bytes(text[:damaged_at] + b"@" + text[damaged_at + 1 :])
+    with pytest.raises(CorruptTraceError) as caught:
+        read_all(path)
+    assert caught.value.offset == damaged_at
+    assert f"{path}: cannot read the trace at byte {damaged_at}: malformed JSON" in str(
+        caught.value
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ncompass.traces._scanner import EventScanner, ScanError
@@ -59,3 +59,39 @@ def test_truncation_anywhere_is_an_error_at_or_before_the_cut(length: int) -> No
     with pytest.raises(ScanError) as caught:
         scan(text[:cut], [cut // 2])
     assert 0 <= caught.value.offset <= cut
+
+
+CORRUPTIONS = {
+    "stray character for a quote": (b'"', b"@"),
+    "bracket for a brace": (b"}", b"]"),
+    "semicolon for a colon": (b":", b";"),
+}
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.sampled_from(sorted(CORRUPTIONS)),
+    st.integers(min_value=0, max_value=10**6),
+    st.sampled_from([97, 4096, 1 << 16]),
+)
+def test_a_damaged_byte_is_reported_where_a_json_parser_finds_it(
+    corruption: str, where: int, chunk: int
+) -> None:
+    events = [
+        {"ph": "X", "name": f"k{n} <a, {{b}}>", "ts": n * 1.5, "args": {"grid": [1, 2]}}
+        for n in range(400)
+    ]
+    text = json.dumps({"traceEvents": events, "baseTimeNanoseconds": 5}).encode()
+    old, new = CORRUPTIONS[corruption]
+    first_event = text.index(b"[") + 1
+    position = text.index(old, first_event + where % (len(text) - first_event - 40))
+    damaged = text[:position] + new + text[position + 1 :]
+    try:
+        json.loads(damaged)
+    except json.JSONDecodeError as error:
+        expected = error.pos
+    else:
+        assume(False)  # the byte sat inside a string: still valid JSON
+    with pytest.raises(ScanError) as caught:
+        scan(damaged, list(range(chunk, len(damaged), chunk)))
+    assert caught.value.offset == expected
