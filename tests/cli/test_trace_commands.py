@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -25,8 +26,15 @@ def torch_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return record_torch_trace(tmp_path_factory.mktemp("torch") / "run.json")
 
 
-@pytest.mark.parametrize("trace", shared_traces(), ids=lambda path: path.parent.name)
-def test_every_command_works_on_every_shared_trace(trace: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("compressed", [True, False], ids=["json.gz", "json"])
+@pytest.mark.parametrize("shared", shared_traces(), ids=lambda path: path.parent.name)
+def test_every_command_works_on_every_shared_trace(
+    shared: Path, compressed: bool, tmp_path: Path
+) -> None:
+    trace = shared
+    if not compressed:
+        trace = tmp_path / shared.name.removesuffix(".gz")
+        trace.write_bytes(gzip.decompress(shared.read_bytes()))
     code, out, _ = run("summarize", trace, "--top", "3")
     assert code == 0 and out.startswith("# Trace summary")
     code, out, _ = run("breakdown", trace, "--json")
@@ -34,6 +42,9 @@ def test_every_command_works_on_every_shared_trace(trace: Path, tmp_path: Path) 
     assert set(next(iter(json.loads(out)["ranks"].values()))) >= DESIGN_RANK_KEYS
     code, _, err = run("filter", trace, "-o", tmp_path / "filtered.json")
     assert code == 0 and "wrote" in err
+    filtered = json.loads((tmp_path / "filtered.json").read_text())["traceEvents"]
+    original = json.loads(gzip.decompress(shared.read_bytes()))["traceEvents"]
+    assert [e for e in filtered if e["ph"] == "M"] == [e for e in original if e["ph"] == "M"]
     code, out, _ = run("summarize", tmp_path / "filtered.json", "--json")
     assert code == 0 and json.loads(out)["structured"]["operations"]
     code, _, _ = run("merge", trace, "-o", tmp_path / "merged.json.gz")
