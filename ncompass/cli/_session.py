@@ -94,7 +94,9 @@ def session_run_command(
         record = session.iterations[-1]
         click.echo(iteration_report(record, top))
         if record.exit_code:
-            click.echo(f"  the script exited with {record.exit_code}", err=True)
+            click.echo(f"  the script exited with {record.exit_code}:", err=True)
+            for line in _last_script_errors(session.last_run_errors):
+                click.echo(f"    {line}", err=True)
         if step + 1 < iterations:
             session.apply_targeted_markers()
             proposal = session.last_proposal
@@ -108,6 +110,18 @@ def session_run_command(
                     break
     click.echo(finding(session.iterations[-1]))
     click.echo(f"specs and traces: {session.store.root}")
+    if session.iterations[-1].exit_code:  # like `ncompass run`: the script's exit code
+        raise SystemExit(session.iterations[-1].exit_code)
+
+
+def _last_script_errors(stderr: str, count: int = 5) -> list[str]:
+    """The script's last error lines, without the profiler's and `ncompass run`'s own."""
+    lines = [
+        line
+        for line in stderr.splitlines()
+        if line.strip() and not line.startswith(("USDT:", "ncompass: trace written"))
+    ]
+    return lines[-count:]
 
 
 @session_group.command("feedback")

@@ -91,6 +91,7 @@ class ProfilingSession:
         self._feedback: list[dict[str, Any]] = []
         self._entry: EntryPoint | None = None
         self.last_run_output = ""
+        self.last_run_errors = ""
         self.last_proposal: Proposal | None = None
         self._resume(state, restore_spec=config is None)
 
@@ -211,6 +212,7 @@ class ProfilingSession:
         sidecar = orjson.loads(sidecar_path(trace_path).read_bytes())
         self._entry = EntryPoint(TargetKey(file=str(Path(script).resolve())))
         self.last_run_output = done.stdout
+        self.last_run_errors = done.stderr
         self._record(iteration, trace_path, list(sidecar.get("markers", [])), done.returncode, None)
         return str(trace_path)
 

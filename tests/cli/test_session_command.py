@@ -112,3 +112,13 @@ def test_feedback_on_a_module_beside_the_script(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"hottest: Pipeline.compute:{line_of(SOURCE, 'for step')} for step" in done.stdout
+
+
+def test_a_failing_script_shows_its_error_and_its_exit_code(tmp_path: Path) -> None:
+    script = tmp_path / "fails.py"
+    script.write_text("import sys\n\nsum(range(1000))\nsys.exit('bad config: batch must be > 0')\n")
+    done = _ncompass("session", "run", "-n", "1", "--name", "x", str(script), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "the script exited with 1:\n    bad config: batch must be > 0" in done.stderr
+    assert "USDT" not in done.stderr.split("exited with 1:")[1]
+    assert "specs and traces:" in done.stdout  # the iteration is still kept and reported
