@@ -6,10 +6,14 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ncompass.errors import SpecError
+
+if TYPE_CHECKING:
+    from ncompass.session.planner import Proposal
 
 _TARGET = re.compile(r"^(?P<module>[^:]+):(?P<start>\d+)-(?P<end>\d+)$")
 
@@ -87,6 +91,7 @@ def session_run_command(
     if target is not None:
         module, start, end = _parse_target(target)
         session.submit_feedback(feedback or "", module, start, end)
+        _echo_proposal(session.last_proposal)
     if session.pending is not None:  # from --feedback, or `ncompass session feedback` before
         session.apply_targeted_markers()
     for step in range(iterations):
@@ -100,18 +105,23 @@ def session_run_command(
         if step + 1 < iterations:
             session.apply_targeted_markers()
             proposal = session.last_proposal
-            if proposal is not None:
-                for reason in proposal.reasons:
-                    click.echo(f"  next: {reason}")
-                for dropped in proposal.dropped:
-                    click.echo(f"  dropped: {dropped}")
-                if proposal.empty:
-                    click.echo("  nothing finer to mark: stopping")
-                    break
+            _echo_proposal(proposal)
+            if proposal is not None and proposal.empty:
+                click.echo("  nothing finer to mark: stopping")
+                break
     click.echo(finding(session.iterations[-1]))
     click.echo(f"specs and traces: {session.store.root}")
     if session.iterations[-1].exit_code:  # like `ncompass run`: the script's exit code
         raise SystemExit(session.iterations[-1].exit_code)
+
+
+def _echo_proposal(proposal: Proposal | None) -> None:
+    if proposal is None:
+        return
+    for reason in proposal.reasons:
+        click.echo(f"  next: {reason}")
+    for dropped in proposal.dropped:
+        click.echo(f"  dropped: {dropped}")
 
 
 def _last_script_errors(stderr: str, count: int = 5) -> list[str]:

@@ -122,3 +122,25 @@ def test_a_failing_script_shows_its_error_and_its_exit_code(tmp_path: Path) -> N
     assert "the script exited with 1:\n    bad config: batch must be > 0" in done.stderr
     assert "USDT" not in done.stderr.split("exited with 1:")[1]
     assert "specs and traces:" in done.stdout  # the iteration is still kept and reported
+
+
+def test_feedback_markers_that_would_cross_the_users_range_are_dropped_with_why(
+    tmp_path: Path,
+) -> None:
+    fast, slow = line_of(SOURCE, "spin(FAST)", 2), line_of(SOURCE, "spin(SLOW)  #")
+    spec = tmp_path / "mine.yaml"
+    spec.write_text(
+        "version: 1\ntargets:\n  - module: tests.session.planted\n    ranges:\n"
+        f"      - {{in: Pipeline.compute, lines: [{line_of(SOURCE, 'total = x')}, {fast}], "
+        "name: mine}\n"
+    )
+    script = tmp_path / "app.py"
+    script.write_text("from tests.session.planted import run\n\nrun(1)\n")
+    done = _ncompass(
+        "session", "run", "-n", "1", "--name", "c", "--config", str(spec), "--feedback", "why?",
+        "--target", f"tests.session.planted:{fast}-{slow}", str(script), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    dropped = [line for line in done.stdout.splitlines() if line.startswith("  dropped: ")]
+    assert dropped and "overlap without nesting" in dropped[0]
+    assert "mine" in done.stdout  # the user's own marker still ran
