@@ -186,11 +186,14 @@ def header_call_costs(repeats: int, contexts: list[str]) -> dict[str, float]:
     loops = {"if gate(1): (no marker)": (compile_case(HEADER_CALL, {"gate": _gate}), 200_000)}
     for context in contexts:
         enter, exit_range = bind(context, "gate")
-        wrapped = {"gate": _gate, "__nc_call_1": call_wrapper(enter, exit_range)}
-        loops[f"if __nc_call_1(gate, 1): {context}"] = (
-            compile_case(HEADER_CALL_WRAPPED, wrapped),
-            200_000,
-        )
+        # what the rewriter generates: a helper of the call's arity (plain positional
+        # arguments), or the general `*args, **kwargs` one (keywords, `*`, `**`)
+        for kind, arity in (("arity 1", 1), ("general", None)):
+            helper = call_wrapper(enter, exit_range, None, arity=arity)
+            loops[f"if __nc_call_1(gate, 1): {context}, {kind}"] = (
+                compile_case(HEADER_CALL_WRAPPED, {"gate": _gate, "__nc_call_1": helper}),
+                200_000,
+            )
     return measure(loops, repeats)
 
 

@@ -104,12 +104,15 @@ class CallSpan:
     end_line: int
     end_column: int
     awaited: bool
+    # How many positional arguments, when the call has nothing else (no keywords, no `*`/`**`):
+    # such calls go through a helper of that arity, several times cheaper than `*args, **kwargs`.
+    arity: int | None = None
 
 
 @dataclass(eq=False)
 class HeaderCall:
     """Calls in a compound statement's header (or one-line suite) wrapped one by one:
-    ``if self.gate(x):`` becomes ``if _ncompass_call_3(self.gate, x):``."""
+    ``if self.gate(x):`` becomes ``if _ncompass_call_3_1(self.gate, x):``."""
 
     statement: Statement
     calls: list[CallSpan]
@@ -258,6 +261,7 @@ class _Planner:
             call.end_lineno,
             self._column(call.end_lineno, call.end_col_offset),
             awaited,
+            _plain_arity(call),
         )
 
     def _column(self, line: int, byte_offset: int) -> int:
@@ -326,6 +330,8 @@ class _Planner:
     ) -> MarkerSite:
         dynamic = _is_template(name)
         name_source = self._template_source(name, scope, marker) if dynamic else None
+        if not dynamic:  # literal braces are written doubled; the marker shows them single
+            name = name.replace("{{", "{").replace("}}", "}")
         site = MarkerSite(
             id=len(self.plan.sites) + 1,
             name=name,
@@ -393,6 +399,13 @@ class _Planner:
 def template_fstring(name: str) -> str:
     """The f-string literal that evaluates a marker name template."""
     return "f" + repr(name)
+
+
+def _plain_arity(call: ast.Call) -> int | None:
+    """The number of arguments of a call that passes only plain positional ones, else None."""
+    if call.keywords or any(isinstance(argument, ast.Starred) for argument in call.args):
+        return None
+    return len(call.args)
 
 
 def _is_private(identifier: str) -> bool:

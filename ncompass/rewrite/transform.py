@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import libcst
 
-from ncompass.rewrite.plan import MarkerSite, RewritePlan, Wrap, template_fstring
+from ncompass.rewrite.plan import CallSpan, MarkerSite, RewritePlan, Wrap, template_fstring
 from ncompass.rewrite.replace import DefinitionSwap
 
 RUNTIME_ALIAS = "__ncompass_runtime__"
@@ -102,10 +102,15 @@ def name_function(site: MarkerSite) -> str:
     return f"_ncompass_name_{site.id}"
 
 
-def call_name(site: MarkerSite, awaited: bool) -> str:
-    """The module global wrapping one call of a header call site (``_ncompass_acall_`` when the
-    call is awaited: the range then lasts until the awaited result)."""
-    return f"_ncompass_{'acall' if awaited else 'call'}_{site.id}"
+def call_name(site: MarkerSite, call: CallSpan) -> str:
+    """The module global wrapping one call of a header call site: ``_ncompass_call_3`` (any
+    arguments), ``_ncompass_call_3_2`` (exactly two positional ones) or ``_ncompass_acall_3``
+    (an awaited call: the range lasts until the awaited result)."""
+    if call.awaited:
+        return f"_ncompass_acall_{site.id}"
+    if call.arity is None:
+        return f"_ncompass_call_{site.id}"
+    return f"_ncompass_call_{site.id}_{call.arity}"
 
 
 def prologue_code(plan: RewritePlan) -> list[str]:
@@ -130,11 +135,13 @@ def prologue_code(plan: RewritePlan) -> list[str]:
     for header in plan.header_calls:
         site = header.site
         template = name_function(site) if site.dynamic else "None"
-        for awaited in sorted({call.awaited for call in header.calls}):
-            wrapper = "async_call_wrapper" if awaited else "call_wrapper"
+        helpers = {call_name(site, call): call for call in header.calls}
+        for helper, call in sorted(helpers.items()):
+            wrapper = "async_call_wrapper" if call.awaited else "call_wrapper"
+            arity = "" if call.awaited or call.arity is None else f", arity={call.arity}"
             lines.append(
-                f"{call_name(site, awaited)} = {RUNTIME_ALIAS}.{wrapper}("
-                f"{enter_name(site)}, {exit_name(site)}, {template})"
+                f"{helper} = {RUNTIME_ALIAS}.{wrapper}("
+                f"{enter_name(site)}, {exit_name(site)}, {template}{arity})"
             )
     for swap in plan.reference_swaps:
         lines.append(f"{swap.helper} = {_import_expression(swap.module, swap.attribute)}")
@@ -347,9 +354,7 @@ def _header_call_helpers(plan: RewritePlan) -> dict[int, str]:
     helpers: dict[int, str] = {}
     for header in plan.header_calls:
         wanted = {
-            (c.start_line, c.start_column, c.end_line, c.end_column): call_name(
-                header.site, c.awaited
-            )
+            (c.start_line, c.start_column, c.end_line, c.end_column): call_name(header.site, c)
             for c in header.calls
         }
         for node in _calls_within(header.statement.node):

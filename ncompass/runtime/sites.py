@@ -88,13 +88,20 @@ def call_wrapper(
     enter: Callable[..., object],
     exit: Callable[[object], object],
     name_template: NameTemplate | None = None,
+    arity: int | None = None,
 ) -> Callable[..., Any]:
     """The helper a call marker uses for a call in a compound statement's header.
 
-    ``if self.gate(x):`` becomes ``if _ncompass_call_3(self.gate, x):``: the callee and the
+    ``if self.gate(x):`` becomes ``if _ncompass_call_3_1(self.gate, x):``: the callee and the
     arguments are evaluated where they were, then the range covers the call alone. With a
     ``name_template`` (a templated marker name), the name is evaluated in the caller's frame.
+    With ``arity`` (the call passes exactly that many positional arguments and nothing else)
+    the helper takes them as plain parameters: packing ``*args, **kwargs`` costs several times
+    what the marker itself costs.
     """
+    if arity is not None and arity <= _MAX_FIXED_ARITY:
+        make = _fixed_arity_maker(arity, named=name_template is not None)
+        return make(enter, exit, name_template, _NameInFrame, _caller)
     if name_template is None:
 
         def call(fn: Callable[..., _Result], /, *args: Any, **kwargs: Any) -> _Result:
@@ -115,6 +122,35 @@ def call_wrapper(
             exit(handle)
 
     return call_named
+
+
+_MAX_FIXED_ARITY = 8
+_fixed_arity_makers: dict[tuple[int, bool], Callable[..., Callable[..., Any]]] = {}
+
+
+def _fixed_arity_maker(arity: int, named: bool) -> Callable[..., Callable[..., Any]]:
+    """A function that builds call helpers taking exactly ``arity`` arguments after the callee
+    (generated once per arity, like :mod:`dataclasses` generates ``__init__``)."""
+    key = (arity, named)
+    maker = _fixed_arity_makers.get(key)
+    if maker is None:
+        parameters = "".join(f", a{i}" for i in range(arity))
+        arguments = ", ".join(f"a{i}" for i in range(arity))
+        opened = "enter(name_in_frame(template, caller(1)))" if named else "enter()"
+        source = (
+            "def make(enter, exit, template, name_in_frame, caller):\n"
+            f"    def call(fn{parameters}, /):\n"
+            f"        handle = {opened}\n"
+            "        try:\n"
+            f"            return fn({arguments})\n"
+            "        finally:\n"
+            "            exit(handle)\n"
+            "    return call\n"
+        )
+        namespace: dict[str, Any] = {}
+        exec(compile(source, f"<ncompass call helper/{arity}>", "exec"), namespace)
+        maker = _fixed_arity_makers.setdefault(key, namespace["make"])
+    return maker
 
 
 def async_call_wrapper(

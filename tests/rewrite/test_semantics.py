@@ -695,3 +695,24 @@ def test_a_failing_template_falls_back_to_its_text(lab: ModuleLab) -> None:
     with pytest.warns(UserWarning, match="could not be computed"):
         assert marked.f(4) == 8
     assert recording.names_entered() == ["f[{x.missing}]"]
+
+
+def test_doubled_braces_are_literal_braces_in_marker_names(lab: ModuleLab) -> None:
+    source = """
+    def f(x):
+        return x * 2
+
+    def g(x):
+        if f(x):
+            return f(x)
+    """
+    _, marked = _both(
+        lab,
+        source,
+        {
+            "functions": [{"qualname": "f", "name": "f{{static}}"}],
+            "calls": [{"in": "g", "call": "f", "name": "call{{{x}}}"}],
+        },
+    )
+    assert marked.g(3) == 6
+    assert recording.names_entered() == ["call{3}", "f{static}", "call{3}", "f{static}"]

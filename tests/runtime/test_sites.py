@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,65 @@ def test_importing_sites_imports_no_heavy_dependency(tmp_path: Path) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path
     )
     assert result.stdout.strip() == "[]"
+
+
+def _recording(seen: list[tuple[Any, ...]]) -> Callable[..., Any]:
+    def callee(*args: Any, **kwargs: Any) -> Any:
+        seen.append((args, kwargs))
+        return len(args) + len(kwargs)
+
+    return callee
+
+
+def _failing(*args: Any) -> Any:
+    raise KeyError("from the callee")
+
+
+@pytest.mark.parametrize("arity", [None, 0, 1, 3, 8, 9])
+@pytest.mark.parametrize("named", [False, True])
+def test_call_helpers_pass_arguments_results_and_exceptions(
+    counting_context: str, arity: int | None, named: bool
+) -> None:
+    from ncompass.runtime.sites import call_wrapper, template
+
+    name = "gate[{x}]" if named else "gate"
+    enter, exit_range = bind(counting_context, name, dynamic=named)
+    name_template = template("f'gate[{x}]'", name) if named else None
+    helper = call_wrapper(enter, exit_range, name_template, arity=arity)
+    counting = sys.modules["nc_sites_contexts"].Counting
+    before = counting.entered, counting.exited
+    seen: list[tuple[Any, ...]] = []
+    positional = tuple(range(arity if arity is not None else 2))
+    x = 5  # noqa: F841  (the template reads it from this frame)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a template that fails in the wrong frame warns
+        assert helper(_recording(seen), *positional) == len(positional)
+        if arity is None:  # a keyword named like the helper's own parameter
+            assert helper(_recording(seen), fn=1, other=2) == 2
+        with pytest.raises(KeyError, match="from the callee"):
+            helper(_failing, *positional)
+    calls = 3 if arity is None else 2
+    assert (counting.entered - before[0], counting.exited - before[1]) == (calls, calls)
+    assert seen[0] == (positional, {})
+
+
+def test_fixed_arity_helpers_are_cheaper_than_varargs() -> None:
+    import timeit
+
+    from ncompass.runtime.sites import call_wrapper
+
+    enter, exit_range = bind("noop", "gate")
+    helpers = {
+        "fixed": call_wrapper(enter, exit_range, None, arity=1),
+        "general": call_wrapper(enter, exit_range, None),
+    }
+
+    def gate(x: int) -> bool:
+        return x > 0
+
+    best = {name: float("inf") for name in helpers}
+    for _ in range(9):  # interleaved, so load hits both alike; the best run of each counts
+        for name, helper in helpers.items():
+            took = timeit.timeit(lambda helper=helper: helper(gate, 1), number=20_000)
+            best[name] = min(best[name], took)
+    assert best["fixed"] < best["general"]
