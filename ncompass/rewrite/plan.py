@@ -241,6 +241,7 @@ class _Planner:
             statement = call_site.statement
             if call_site.in_header:
                 # wrapping the statement would wrap its whole body: wrap the calls instead
+                self._check_frame_free(marker, call_site.calls)
                 spans = [
                     self._span(call, id(call) in call_site.awaited) for call in call_site.calls
                 ]
@@ -252,6 +253,23 @@ class _Planner:
             position = block.statements.index(statement)
             site = self._site(marker, "call", name, scope, statement.start, statement.end)
             self._wrap(block, position, position, site)
+
+    def _check_frame_free(self, marker: CallMarker, calls: Sequence[ast.Call]) -> None:
+        """A header call runs inside a helper's frame: builtins that read their caller's frame
+        (``super()``, ``locals()``, ...) would see the helper's, so they cannot be marked."""
+        for call in calls:
+            if not isinstance(call.func, ast.Name):
+                continue
+            reads_frame_up_to = _FRAME_READING_BUILTINS.get(call.func.id)
+            if reads_frame_up_to is not None and len(call.args) <= reads_frame_up_to:
+                raise self._fail(
+                    f"the call to {call.func.id}() at line {call.lineno} of "
+                    f"{self.source.filename} is in a compound statement's header, where a call "
+                    f"marker wraps the call in a helper; {call.func.id}() reads the frame it "
+                    "is called from and would see the helper's. Mark the whole statement with "
+                    "a range instead",
+                    marker,
+                )
 
     def _span(self, call: ast.Call, awaited: bool) -> CallSpan:
         assert call.end_lineno is not None and call.end_col_offset is not None
@@ -399,6 +417,20 @@ class _Planner:
 def template_fstring(name: str) -> str:
     """The f-string literal that evaluates a marker name template."""
     return "f" + repr(name)
+
+
+# Builtins that read the frame calling them, when given at most this many arguments
+# (`super()` but not `super(B, self)`, `eval(text)` but not `eval(text, namespace)`).
+_FRAME_READING_BUILTINS = {
+    "super": 0,
+    "vars": 0,
+    "dir": 0,
+    "eval": 1,
+    "exec": 1,
+    "locals": 99,
+    "globals": 99,
+    "breakpoint": 99,
+}
 
 
 def _plain_arity(call: ast.Call) -> int | None:

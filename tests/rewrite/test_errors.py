@@ -193,3 +193,43 @@ def test_replacement_of_unknown_name_is_an_error(tmp_path: Path) -> None:
     error = _error(tmp_path, "replace:\n  - name: Atention\n    with: 'fast:Attention'\n")
     assert "neither defined nor used" in str(error)
     assert "Attention" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("header", "callee"),
+    [
+        ("if super().ok():", "super"),
+        ("if 'a' in locals():", "locals"),
+        ("while eval('0'):", "eval"),
+    ],
+)
+def test_header_calls_that_read_their_frame_cannot_be_marked(
+    tmp_path: Path, header: str, callee: str
+) -> None:
+    source = f"""
+    class Base:
+        def ok(self):
+            return True
+
+    class Child(Base):
+        def run(self):
+            a = 1
+            {header}
+                return a
+            return 0
+    """
+    error = _error(tmp_path, f"calls:\n  - in: Child.run\n    call: {callee}\n", source)
+    assert f"the call to {callee}() at line {line_of(source, header)}" in str(error)
+    assert "reads the frame it is called from" in str(error) and error.line == 5
+
+
+def test_header_calls_to_those_builtins_with_explicit_arguments_are_fine(tmp_path: Path) -> None:
+    source = """
+    def run(a):
+        if vars(a) or eval("1", {}):
+            return 1
+    """
+    _, config = _spec(
+        tmp_path, "calls:\n  - in: run\n    call: vars\n  - in: run\n    call: eval\n", source
+    )
+    assert len(validate_spec(config)[0].sites) == 2
