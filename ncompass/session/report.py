@@ -8,6 +8,9 @@ from typing import Any
 from ncompass.runtime.names import trace_safe_name
 from ncompass.session.history import IterationRecord, MarkerTime, compare
 
+# a statement below this share of the self time is not worth naming as "the slowest"
+_MIN_STATEMENT_SHARE = 0.05
+
 
 def _ms(microseconds: float) -> str:
     return f"{microseconds / 1000:.2f} ms"
@@ -42,13 +45,14 @@ def where(record: IterationRecord, marker: str) -> str:
 
 
 def hottest_statement(record: IterationRecord) -> tuple[str, MarkerTime] | None:
-    """The statement (line-range or call marker) of ``record`` with the most self time."""
-    statements = [
-        (name, time)
-        for name, time in record.hottest(len(record.markers))
-        if (site := _site(record, name)) is not None and site.get("kind") in ("range", "call")
-    ]
-    return statements[0] if statements else None
+    """The statement (line-range or call marker) of ``record`` with the most self time, when
+    it holds at least ``_MIN_STATEMENT_SHARE`` of all self time (else it says nothing)."""
+    total = sum(time.cpu_self_us for time in record.markers.values())
+    for name, time in record.hottest(len(record.markers)):
+        site = _site(record, name)
+        if site is not None and site.get("kind") in ("range", "call"):
+            return (name, time) if time.cpu_self_us >= _MIN_STATEMENT_SHARE * total else None
+    return None
 
 
 def iteration_report(record: IterationRecord, top: int = 5) -> str:

@@ -98,3 +98,8 @@ def test_history_shows_what_got_faster_or_slower_per_call() -> None:
     assert "changes" not in first
     verdicts = {change["marker"]: change["verdict"] for change in second["changes"]}
     assert verdicts == {"attn": "faster", "mlp": "slower", "norm": "same"}  # only shared markers
+
+
+def test_a_statement_with_a_negligible_share_is_not_named(record: IterationRecord) -> None:
+    record.markers["tinyformer.model:Block.forward"] = MarkerTime(32, 90_000.0, 20_000.0, 0.0)
+    assert "slowest statement" not in iteration_report(record)  # 430 µs of ~20.7 ms: 2 %
