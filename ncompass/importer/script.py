@@ -51,14 +51,15 @@ def run_script(path: str, args: list[str]) -> ScriptOutcome:
     """
     check_script(path)
     real = os.path.realpath(path)
+    absolute = os.path.abspath(path)  # Python's __main__.__file__ (not symlink-resolved)
     code = _script_code(real)
     main = ModuleType("__main__")
     main.__dict__.update(
-        __file__=path,
+        __file__=absolute,
         __cached__=None,
         __package__=None,
         __spec__=None,
-        __loader__=SourceFileLoader("__main__", path),
+        __loader__=SourceFileLoader("__main__", absolute),
         __builtins__=builtins,  # the module, as in a script Python runs
     )
     with _as_main(main, [path, *args], os.path.dirname(real)):

@@ -29,6 +29,7 @@ print(json.dumps({
     "argv": sys.argv,
     "path0": sys.path[0],
     "name": __name__,
+    "file": __file__,
     "mp_main": sys.modules["__mp_main__"] is sys.modules["__main__"],
     "profile_env": os.environ.get("NCOMPASS_PROFILE"),
     "work": work(5),
@@ -59,14 +60,19 @@ def _spec(tmp_path: Path, script: Path) -> Path:
     return spec
 
 
-def test_script_runs_as_a_faithful_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_script_runs_as_a_faithful_main(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     script = _script(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    relative = os.path.join("app", script.name)  # as typed: `ncompass run app/main_script.py`
     result = run(
-        RunOptions(script=str(script), args=["0", "--flag"], profiler="none", output_dir=tmp_path)
+        RunOptions(script=relative, args=["0", "--flag"], profiler="none", output_dir=tmp_path)
     )
     assert result.exit_code == 0
     shown = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert shown["argv"] == [str(script), "0", "--flag"]
+    assert shown["argv"] == [relative, "0", "--flag"]
+    assert shown["file"] == str(script)  # absolute, as Python sets it
     assert shown["path0"] == str(script.parent.resolve())
     assert shown["name"] == "__main__" and shown["mp_main"]
     assert shown["profile_env"] == "1"
@@ -86,7 +92,7 @@ def test_exit_codes_pass_through(
         assert "stopping with a message" in err
     if argument == "raise":
         assert "RuntimeError: boom from the script" in err
-        assert f'File "{tmp_path / "app" / "main_script.py"}", line 20' in err
+        assert f'File "{tmp_path / "app" / "main_script.py"}", line 21' in err
         assert "ncompass" not in err.split("Traceback")[1].split("RuntimeError")[0]
 
 
