@@ -115,6 +115,9 @@ def marker_stats(source: str | Path | LinkedTrace) -> dict[str, MarkerStats]:
             sync_calls_total[parent] += sync_calls_self[index]
             sync_us_total[parent] += sync_us_self[index]
             parent = markers[parent].parent
+    _credit_partly_overlapping_markers(
+        trace, gpu_total, gpu_events_total, launches_total, sync_calls_total, sync_us_total
+    )
 
     stats: dict[str, MarkerStats] = {}
     threads: dict[str, set[int]] = {}
@@ -140,3 +143,34 @@ def marker_stats(source: str | Path | LinkedTrace) -> dict[str, MarkerStats]:
     for name, entry in stats.items():
         entry.threads = len(threads[name])
     return dict(sorted(stats.items(), key=lambda item: -item[1].cpu_total_us))
+
+
+def _credit_partly_overlapping_markers(
+    trace: LinkedTrace,
+    gpu_total: list[float],
+    gpu_events_total: list[int],
+    launches_total: list[int],
+    sync_calls_total: list[int],
+    sync_us_total: list[float],
+) -> None:
+    """Add each launch to the ranges around it outside its innermost one's parents.
+
+    Start/end ranges (async code, converted Nsight reports) may overlap without nesting; a
+    launch inside two of them counts in both, as for nested ranges.
+    """
+    also_inside = trace.launches.also_inside
+    if not also_inside:
+        return
+    launches = trace.launches
+    for launch, owners in also_inside.items():
+        synchronizing = is_synchronization(trace.names[launches.name[launch]])
+        for owner in owners:
+            launches_total[owner] += 1
+            if synchronizing:
+                sync_calls_total[owner] += 1
+                sync_us_total[owner] += launches.duration[launch]
+    gpu = trace.gpu
+    for index in range(len(gpu)):
+        for owner in also_inside.get(gpu.launch[index], ()):
+            gpu_total[owner] += gpu.duration[index]
+            gpu_events_total[owner] += 1

@@ -26,6 +26,11 @@ FLOW_PHASES = frozenset({"s", "t", "f"})
 LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu"})
 """Lower-cased categories of the flows that Kineto draws from a CPU launch to its GPU event."""
 
+OVERLAP_OF_KEY = "overlap_of_tid"
+"""Key of a ``thread_name`` metadata event's ``args`` naming the thread an overlap track belongs
+to: ncompass' converters move slices that overlap without nesting to extra tracks (viewers
+cannot draw them on one), and analysis puts them back on the thread (same pid)."""
+
 _COMMUNICATION_NAME = re.compile(r"^nccl.*|^hip|^hccl|.*ncclKernel.*")
 _MEMORY_NAME = re.compile(r"^(hip)?Memcpy|^(hip)?Memset|^dma")
 

@@ -22,6 +22,7 @@ from typing import Any
 from ncompass.traces.events import (
     GPU_CATEGORIES,
     MARKER_CATEGORY,
+    OVERLAP_OF_KEY,
     Event,
     KernelClass,
     classify_gpu_event,
@@ -93,6 +94,9 @@ class LaunchCalls:
     duration: array[float] = field(default_factory=lambda: array("d"))
     correlation: array[int] = field(default_factory=lambda: array("q"))
     marker: array[int] = field(default_factory=lambda: array("l"))  # filled by linking
+    # Launches also inside markers that only partly overlap their innermost one (start/end
+    # ranges interleave): launch index -> those markers, outside the innermost one's parents.
+    also_inside: dict[int, list[int]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -200,6 +204,7 @@ class _Collector:
         self._counts: dict[str, int] = defaultdict(int)
         self._last_timestamp = float("-inf")
         self._origin: float | None = None
+        self._overlap_of: dict[tuple[Any, Any], tuple[Any, Any]] = {}
 
     def add(self, events: Iterable[Event]) -> None:
         counts = self._counts
@@ -227,7 +232,23 @@ class _Collector:
                 start = self._relative(event.get("ts"))
                 self._complete(event, max(0.0, self._last_timestamp - start))
         self.trace.event_counts = {str(phase): count for phase, count in self._counts.items()}
+        self._fold_overlap_tracks()
         return self.trace
+
+    def _fold_overlap_tracks(self) -> None:
+        """Put the slices of overlap tracks back on the thread (or stream) they belong to."""
+        moved = {
+            lane: self._thread_of(own)
+            for track, own in self._overlap_of.items()
+            if (lane := self._thread_index.get(track)) is not None
+        }
+        if not moved:
+            return
+        trace = self.trace
+        for marker in trace.markers:
+            marker.thread = moved.get(marker.thread, marker.thread)
+        for column in (trace.launches.thread, trace.gpu.stream):
+            column[:] = array("l", [moved.get(thread, thread) for thread in column])
 
     def _close_range(self, end_event: Event) -> None:
         stack = self._open_ranges.get((end_event.get("pid"), end_event.get("tid")))
@@ -316,9 +337,15 @@ class _Collector:
     def _metadata_event(self, event: Event) -> None:
         if event.get("name") == "thread_name":
             args = event.get("args")
-            label = args.get("name") if isinstance(args, dict) else None
+            if not isinstance(args, dict):
+                return
+            track = (event.get("pid"), event.get("tid"))
+            label = args.get("name")
             if isinstance(label, str):
-                self.trace.thread_names[(event.get("pid"), event.get("tid"))] = label
+                self.trace.thread_names[track] = label
+            own = args.get(OVERLAP_OF_KEY)
+            if own is not None and own != track[1]:
+                self._overlap_of[track] = (track[0], own)
 
     def _intern(self, name: str) -> str:
         return self.trace.names[self._name_id(name)]
@@ -331,7 +358,9 @@ class _Collector:
         return index
 
     def _thread(self, event: Event) -> int:
-        key = (event.get("pid"), event.get("tid"))
+        return self._thread_of((event.get("pid"), event.get("tid")))
+
+    def _thread_of(self, key: tuple[Any, Any]) -> int:
         index = self._thread_index.get(key)
         if index is None:
             index = self._thread_index[key] = len(self.trace.threads)
@@ -383,22 +412,29 @@ def _link_launches_and_markers(trace: LinkedTrace) -> None:
         launch_indices = sorted(launches_by_thread.get(thread, ()), key=launches.start.__getitem__)
         stack: list[int] = []
         next_launch = 0
+        overlapping = False  # whether ranges on this thread overlap without nesting
         for marker_index in marker_indices:
             marker = markers[marker_index]
             next_launch = _assign_launches(
-                trace, stack, launch_indices, next_launch, until=marker.start
+                trace, stack, launch_indices, next_launch, marker.start, overlapping
             )
             _pop_ended(markers, stack, marker.start)
             enclosing = _innermost_enclosing(markers, stack, marker.start, marker.end)
             if enclosing != NO_LINK:
                 marker.parent = enclosing
                 markers[enclosing].nested_us += marker.duration
+            overlapping = overlapping or (bool(stack) and stack[-1] != enclosing)
             stack.append(marker_index)
-        _assign_launches(trace, stack, launch_indices, next_launch, until=float("inf"))
+        _assign_launches(trace, stack, launch_indices, next_launch, float("inf"), overlapping)
 
 
 def _assign_launches(
-    trace: LinkedTrace, stack: list[int], launch_indices: list[int], next_launch: int, until: float
+    trace: LinkedTrace,
+    stack: list[int],
+    launch_indices: list[int],
+    next_launch: int,
+    until: float,
+    overlapping: bool,
 ) -> int:
     launches = trace.launches
     markers = trace.markers
@@ -408,9 +444,30 @@ def _assign_launches(
         if start >= until:
             break
         _pop_ended(markers, stack, start)
-        launches.marker[launch] = _innermost_enclosing(markers, stack, start, start)
+        innermost = _innermost_enclosing(markers, stack, start, start)
+        launches.marker[launch] = innermost
+        if overlapping and innermost != NO_LINK:
+            others = _other_enclosing(markers, stack, innermost, start)
+            if others:
+                launches.also_inside[launch] = others
         next_launch += 1
     return next_launch
+
+
+def _other_enclosing(
+    markers: list[Marker], stack: list[int], innermost: int, time: float
+) -> list[int]:
+    """The open markers around ``time`` that are neither ``innermost`` nor its parents."""
+    lineage = set()
+    index = innermost
+    while index != NO_LINK:
+        lineage.add(index)
+        index = markers[index].parent
+    return [
+        index
+        for index in stack
+        if index not in lineage and encloses(markers[index].start, markers[index].end, time, time)
+    ]
 
 
 def _pop_ended(markers: list[Marker], stack: list[int], time: float) -> None:

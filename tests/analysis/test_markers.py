@@ -10,7 +10,7 @@ import pytest
 
 from ncompass.analysis.markers import is_synchronization, marker_stats
 from ncompass.traces.link import link_trace
-from tests.traces.builders import TraceBuilder, shared_traces
+from tests.traces.builders import CPU_PID, TraceBuilder, shared_traces
 
 GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
 GPU_SIDE = GPU | {"gpu_user_annotation", "cuda_sync"}
@@ -45,6 +45,40 @@ def test_nested_markers_on_several_threads(nested: Path) -> None:
     assert (fwd["cpu_min_us"], fwd["cpu_max_us"], fwd["cpu_mean_us"]) == (20.0, 40.0, 30.0)
     assert (fwd["gpu_total_us"], fwd["gpu_self_us"], fwd["gpu_events"]) == (23.0, 23.0, 3)
     assert (fwd["sync_calls"], fwd["threads"]) == (1, 2)
+
+
+def test_ranges_that_overlap_without_nesting_each_count_the_launches_inside(
+    tmp_path: Path,
+) -> None:
+    # Start/end ranges of interleaved async tasks on one thread: "a" [0, 50], "b" [30, 80].
+    builder = TraceBuilder().marker("a", 0, 50).marker("b", 30, 50)
+    builder.launch("in_a", 10, 1, 100, 4)
+    builder.launch("in_both", 40, 1, 110, 6)
+    builder.runtime("cudaStreamSynchronize", 42, 3)
+    builder.launch("in_b", 60, 1, 120, 8)
+    stats = marker_stats(builder.write(tmp_path / "t.json"))
+    a, b = stats["a"], stats["b"]
+    assert (a.gpu_total_us, a.gpu_events, a.launches, a.sync_calls) == (10, 2, 3, 1)
+    assert (b.gpu_total_us, b.gpu_events, b.launches, b.sync_calls) == (14, 2, 3, 1)
+    assert (a.gpu_self_us, b.gpu_self_us) == (4, 14)  # the later range is the innermost
+    assert (a.cpu_self_us, b.cpu_self_us) == (50, 50)  # neither is nested in the other
+
+
+def test_slices_moved_to_an_overlap_track_count_on_their_thread(tmp_path: Path) -> None:
+    # What the converters write when slices overlap without nesting: the later one goes to a
+    # track of its own whose thread_name names the thread it belongs to.
+    builder = TraceBuilder().marker("a", 0, 50).marker("b", 30, 50, tid=99)
+    builder.add(
+        ph="M",
+        name="thread_name",
+        pid=CPU_PID,
+        tid=99,
+        args={"name": "python · overlap 1", "overlap_of_tid": 1},
+    )
+    builder.launch("in_both", 40, 1, 110, 6)
+    stats = marker_stats(builder.write(tmp_path / "t.json"))
+    assert (stats["a"].gpu_total_us, stats["b"].gpu_total_us) == (6, 6)
+    assert stats["b"].threads == 1
 
 
 def test_profiler_steps_are_one_marker_and_order_is_by_cpu_time(nested: Path) -> None:

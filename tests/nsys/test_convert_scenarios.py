@@ -357,3 +357,17 @@ def test_summary_reports_gpu_time_per_nvtx_range(converted: ConversionResult) ->
     launches = structured["breakdown"]["launches"]
     assert (launches["linked"], launches["unlinked"]) == (10, 1)
     assert "| `forward` | 1 | 4.0 µs |" in summary["markdown"]
+
+
+def test_the_marker_table_agrees_with_every_range_of_the_converter(
+    converted: ConversionResult, events: list[Event]
+) -> None:
+    # `io` overlaps `loader` without nesting and sits on an overlap track: analysis puts it back
+    # on its thread and credits the kernel launched inside both to both, as the converter does.
+    stats = marker_stats(converted.output)
+    for event in complete_events(events, "user_annotation"):
+        args, marker = event["args"], stats[event["name"]]
+        assert marker.launches == args["launches"], event["name"]
+        assert marker.gpu_events == args["gpu_ops"], event["name"]
+        assert marker.gpu_total_us == pytest.approx(args.get("gpu_time_us", 0.0)), event["name"]
+    assert stats["io"].gpu_total_us == pytest.approx(0.1)

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ncompass.traces.events import OVERLAP_OF_KEY
+
 _OVERLAP_TID_BASE = 1 << 24  # above any Linux tid
 
 
@@ -61,7 +63,8 @@ def spread_overlapping_slices(events: list[dict[str, Any]]) -> int:
 
     For a trace held in memory (the NVTX recorder's): each thread's ``X`` events are laid out
     with :class:`LaneLayout`; lane *k* becomes a new thread of the same process, named after
-    the thread with `` · overlap k`` (a ``thread_name`` event is appended for it).
+    the thread with `` · overlap k`` (a ``thread_name`` event is appended for it, whose
+    ``args`` name the thread under :data:`~ncompass.traces.events.OVERLAP_OF_KEY`).
 
     Args:
         events: Chrome trace events; changed in place.
@@ -95,7 +98,7 @@ def spread_overlapping_slices(events: list[dict[str, Any]]) -> int:
                             "name": "thread_name",
                             "pid": pid,
                             "tid": lane_tids[lane],
-                            "args": {"name": f"{base} · overlap {lane}"},
+                            "args": {"name": f"{base} · overlap {lane}", OVERLAP_OF_KEY: tid},
                         }
                     )
                 event["tid"] = lane_tids[lane]

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ncompass.traces.events import OVERLAP_OF_KEY
 from ncompass.traces.nsys.schema import os_pid, os_tid, process_pid
 
 _SYNTHETIC_BASE = 1 << 24
@@ -49,6 +50,7 @@ class ReportNames:
 class _TrackInfo:
     name: str
     sort_key: tuple[Any, ...]
+    overlap_of: int | None = None  # an overlap lane's own track (its tid)
 
 
 @dataclass
@@ -96,8 +98,9 @@ class TrackTable:
             base = self._names.threads.get(global_tid) or f"thread {tid}"
             main_thread_first = 0 if tid == os_pid(global_tid) else 1
             sort_key = (main_thread_first, tid, lane)
+            own = self.thread(global_tid).tid if lane else None
             track = self._add(
-                key, pid, tid if lane == 0 else None, _lane_name(base, lane), sort_key
+                key, pid, tid if lane == 0 else None, _lane_name(base, lane), sort_key, own
             )
         return track
 
@@ -119,7 +122,10 @@ class TrackTable:
             yield _metadata(pid, 0, "process_sort_index", {"sort_index": process_index})
             tracks = sorted(process.tracks.items(), key=lambda item: item[1].sort_key)
             for track_index, (tid, info) in enumerate(tracks):
-                yield _metadata(pid, tid, "thread_name", {"name": info.name})
+                names: dict[str, Any] = {"name": info.name}
+                if info.overlap_of is not None:
+                    names[OVERLAP_OF_KEY] = info.overlap_of
+                yield _metadata(pid, tid, "thread_name", names)
                 yield _metadata(pid, tid, "thread_sort_index", {"sort_index": track_index})
 
     def _gpu_track(
@@ -132,7 +138,8 @@ class TrackTable:
             base = f"stream {stream}" if role == "stream" else f"stream {stream} · NVTX"
             wanted = stream if role == "stream" and lane == 0 else None
             sort_key = (context, stream, 0 if role == "stream" else 1, lane)
-            track = self._add(key, pid, wanted, _lane_name(base, lane), sort_key)
+            own = self._gpu_track(role, process, device, context, stream, 0).tid if lane else None
+            track = self._add(key, pid, wanted, _lane_name(base, lane), sort_key, own)
         return track
 
     def _gpu_pid(self, process: int, device: int) -> int:
@@ -153,12 +160,13 @@ class TrackTable:
         wanted_tid: int | None,
         name: str,
         sort_key: tuple[Any, ...],
+        overlap_of: int | None = None,
     ) -> Track:
         tracks = self._processes[pid].tracks
         tid = wanted_tid if wanted_tid is not None and wanted_tid not in tracks else None
         if tid is None:
             tid = self._synthetic_id()
-        tracks[tid] = _TrackInfo(name, sort_key)
+        tracks[tid] = _TrackInfo(name, sort_key, overlap_of)
         track = self._tracks[key] = Track(pid, tid)
         return track
 
