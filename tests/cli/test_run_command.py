@@ -161,3 +161,15 @@ def test_spec_validate_migrate_and_rewrite(tmp_path: Path) -> None:
     assert shown.returncode == 0
     assert "+            _ncompass_h3 = _ncompass_enter_3()" in shown.stdout
     assert "#@ncompass" not in shown.stdout
+
+
+def test_rewrite_finds_a_module_target_by_its_file() -> None:
+    by_name = _ncompass("rewrite", "-p", "examples", "-c", "configs/mlp.yaml", "tinyformer.model")
+    by_file = _ncompass(
+        "rewrite", "-p", "examples", "-c", "configs/mlp.yaml", "examples/tinyformer/model.py"
+    )
+    assert by_name.returncode == by_file.returncode == 0, by_file.stderr
+    assert by_file.stdout == by_name.stdout
+    other = _ncompass("rewrite", "-c", "configs/mlp.yaml", "examples/tiny_transformer.py")
+    assert other.returncode == 2
+    assert "no target named 'examples/tiny_transformer.py'" in other.stderr
