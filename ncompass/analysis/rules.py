@@ -399,6 +399,22 @@ def no_gpu_activity(facts: RuleInput) -> list[Bottleneck]:
     """A trace without GPU events: only the CPU side can be analysed."""
     if len(facts.trace.gpu):
         return []
+    if not facts.trace.event_counts:
+        return [
+            Bottleneck(
+                rule="empty-trace",
+                severity="low",
+                subject_kind="trace",
+                subject=str(facts.trace.path),
+                title="The trace holds no events: there is nothing to analyse",
+                evidence={"events": 0},
+                recommendation=(
+                    "Check that the profiler was running while the code of interest ran (for "
+                    "torch.profiler with a schedule, that enough steps were taken to reach "
+                    "the active ones) and that the trace was exported after it stopped."
+                ),
+            )
+        ]
     return [
         Bottleneck(
             rule="no-gpu-activity",

@@ -67,6 +67,8 @@ def test_empty_trace_summary_is_valid(tmp_path: Path) -> None:
     summary = summarize_trace(path)
     assert_seed_shape(summary)
     assert summary["structured"]["operations"] == []
+    assert [b["rule"] for b in summary["structured"]["bottlenecks"]] == ["empty-trace"]
+    assert "holds no events" in summary["markdown"]
 
 
 def test_missing_trace_is_a_trace_error(tmp_path: Path) -> None:
