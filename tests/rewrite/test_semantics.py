@@ -716,3 +716,28 @@ def test_doubled_braces_are_literal_braces_in_marker_names(lab: ModuleLab) -> No
     )
     assert marked.g(3) == 6
     assert recording.names_entered() == ["call{3}", "f{static}", "call{3}", "f{static}"]
+
+
+def test_awaited_header_calls_name_their_range_in_the_awaiting_frame(lab: ModuleLab) -> None:
+    source = """
+    import asyncio
+
+    async def check(x):
+        await asyncio.sleep(0.001 * (3 - x))
+        return x > 1
+
+    async def gated(x):
+        if await check(x):
+            return x
+        return -x
+
+    async def main():
+        return await asyncio.gather(*(gated(x) for x in range(3)))
+    """
+    plain, marked = _both(
+        lab, source, {"calls": [{"in": "gated", "call": "check", "name": "c[{x}]"}]}
+    )
+    assert asyncio.run(marked.main()) == asyncio.run(plain.main()) == [0, -1, 2]
+    assert sorted(recording.names_entered()) == ["c[0]", "c[1]", "c[2]"]
+    # each range lasts until its awaited result: the three tasks' ranges overlap
+    assert [kind for kind, _ in recording.EVENTS] == ["enter"] * 3 + ["exit"] * 3
