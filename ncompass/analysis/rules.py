@@ -396,38 +396,27 @@ def exposed_communication(facts: RuleInput) -> list[Bottleneck]:
 
 
 def no_gpu_activity(facts: RuleInput) -> list[Bottleneck]:
-    """A trace without GPU events: only the CPU side can be analysed."""
-    if len(facts.trace.gpu):
+    """A trace without GPU events (or without any event): only the CPU side can be analysed."""
+    trace = facts.trace
+    if len(trace.gpu):
         return []
-    if not facts.trace.event_counts:
-        return [
-            Bottleneck(
-                rule="empty-trace",
-                severity="low",
-                subject_kind="trace",
-                subject=str(facts.trace.path),
-                title="The trace holds no events: there is nothing to analyse",
-                evidence={"events": 0},
-                recommendation=(
-                    "Check that the profiler was running while the code of interest ran (for "
-                    "torch.profiler with a schedule, that enough steps were taken to reach "
-                    "the active ones) and that the trace was exported after it stopped."
-                ),
-            )
-        ]
-    return [
-        Bottleneck(
-            rule="no-gpu-activity",
-            severity="low",
-            subject_kind="trace",
-            subject=str(facts.trace.path),
-            title="The trace has no GPU events; only CPU time is analysed",
-            evidence={"gpu_events": 0, "markers": len(facts.trace.markers)},
-            recommendation=(
-                "If the model should run on a GPU, check that tensors and the model are moved "
-                "to the device and that the profiler records CUDA activity."
-            ),
+    if trace.event_counts:
+        rule, title = "no-gpu-activity", "The trace has no GPU events; only CPU time is analysed"
+        evidence = {"gpu_events": 0, "markers": len(trace.markers)}
+        advice = (
+            "If the model should run on a GPU, check that tensors and the model are moved "
+            "to the device and that the profiler records CUDA activity."
         )
+    else:
+        rule, title = "empty-trace", "The trace holds no events: there is nothing to analyse"
+        evidence = {"events": 0}
+        advice = (
+            "Check that the profiler was running while the code of interest ran (for "
+            "torch.profiler with a schedule, that enough steps were taken to reach the active "
+            "ones) and that the trace was exported after it stopped."
+        )
+    return [
+        Bottleneck(rule, "low", "trace", str(trace.path), title, evidence, recommendation=advice)
     ]
 
 
