@@ -439,8 +439,10 @@ def _show_traces(
     report: FetchReport, merged: Path | None, top: int, reporter: _TerminalReporter
 ) -> None:
     """List the fetched files, then the summary (one rank) or per-rank breakdown (several)."""
+    from ncompass.analysis.summary import summarize_trace
     from ncompass.cli._traces import breakdown_command, summarize_command
     from ncompass.remote._sizes import format_size
+    from ncompass.remote.rank_traces import cpu_by_rank
 
     for local in sorted(report.local_paths.values()):
         reporter.status(f"  {local} ({format_size(local.stat().st_size)})")
@@ -453,9 +455,16 @@ def _show_traces(
         reporter.status(f"ncompass: per-rank breakdown of {len(traces)} ranks")
         context.invoke(breakdown_command, traces=tuple(path for _, path in traces), as_json=False)
         rank, first = traces[0]
+        summary = summarize_trace(first, top=top)
+        if summary["structured"]["trace"]["gpu_events"] == 0:
+            # A CPU-only run: the GPU breakdown is all zeros; compare the ranks' CPU time.
+            others = [(other, summarize_trace(path, top=top)) for other, path in traces[1:]]
+            reporter.status("ncompass: no GPU events: CPU time per rank of the longest markers")
+            for line in cpu_by_rank([(rank, summary), *others], top=top):
+                click.echo(line)
         reporter.status(
             f"ncompass: summary of rank {rank} ({first}); the others: `ncompass summarize TRACE`"
         )
-        context.invoke(summarize_command, trace=first, as_json=False, top=top)
+        click.echo(summary["markdown"], nl=False)
     if merged is not None:
         reporter.status(f"ncompass: merged timeline of all ranks: {merged} (ui.perfetto.dev)")

@@ -1,9 +1,12 @@
-"""After a fetch: the ranks' traces merged into one timeline, one process group per rank."""
+"""After a fetch: the ranks' traces merged into one timeline, one process group per rank, and
+compared side by side when they hold no GPU time to break down."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ncompass.remote.errors import RemoteError
 from ncompass.remote.fetch import FetchReport
@@ -45,4 +48,37 @@ def merge_ranks(report: FetchReport) -> Path | None:
     return output
 
 
-__all__ = ["merge_ranks", "merged_trace_path"]
+def cpu_by_rank(summaries: Sequence[tuple[int, Mapping[str, Any]]], top: int = 10) -> list[str]:
+    """Lines of a table: each marker's CPU time in each rank, then each rank's CPU wall time.
+
+    For runs without GPU events (the GPU breakdown is empty): the markers whose CPU time is
+    largest in any rank, at most ``top``; a marker a rank never ran shows ``-``.
+
+    Args:
+        summaries: ``(rank, summary)`` of every rank, as ``summarize_trace`` returns them.
+        top: How many markers.
+    """
+    from ncompass.analysis.markdown_report import format_duration
+
+    totals: dict[str, dict[int, float]] = {}
+    for rank, summary in summaries:
+        for marker in summary["structured"]["markers"]:
+            totals.setdefault(marker["name"], {})[rank] = marker["cpu_total_us"]
+    names = sorted(totals, key=lambda name: -max(totals[name].values()))[:top]
+    ranks = [rank for rank, _ in summaries]
+    width = min(40, max([len("CPU wall time"), *(len(name) for name in names)]))
+    lines = [f"{'marker (CPU total)':<{width}} " + " ".join(f"{f'rank {r}':>11}" for r in ranks)]
+    for name in names:
+        cells = (totals[name].get(rank) for rank in ranks)
+        row = " ".join(
+            f"{format_duration(cell) if cell is not None else '-':>11}" for cell in cells
+        )
+        lines.append(f"{name[:width]:<{width}} {row}")
+    walls = (summary["structured"]["trace"]["cpu_wall_us"] for _, summary in summaries)
+    lines.append(
+        f"{'CPU wall time':<{width}} " + " ".join(f"{format_duration(w):>11}" for w in walls)
+    )
+    return lines
+
+
+__all__ = ["cpu_by_rank", "merge_ranks", "merged_trace_path"]

@@ -226,7 +226,19 @@ def test_two_ranks_leave_rank_traces_a_merged_timeline_and_a_breakdown(
     assert {"rank 0", "rank 1"} <= process_names
     assert "ncompass: per-rank breakdown of 2 ranks" in done.stderr
     assert any(line.split()[:1] == ["1"] for line in done.stdout.splitlines())  # rank 1's row
+    # CPU only here: the ranks' CPU time per marker, side by side, one column per rank
+    assert "ncompass: no GPU events: CPU time per rank of the longest markers" in done.stderr
+    core = next(line for line in done.stdout.splitlines() if line.startswith("attn.core "))
+    assert len(core.split()) == 5  # attn.core, then a duration (value, unit) per rank
     assert f"merged timeline of all ranks: {merged}" in done.stderr
+    # the job's folder holds the job's files and the merged timeline, nothing else
+    assert sorted(path.name for path in two_ranks.job_dir.iterdir()) == [
+        "tiny_transformer-merged.json",
+        "tiny_transformer-rank0.json",
+        "tiny_transformer-rank0.ncompass.json",
+        "tiny_transformer-rank1.json",
+        "tiny_transformer-rank1.ncompass.json",
+    ]
 
 
 def test_capture_trace_in_a_job_over_two_nodes_comes_back_per_rank(
