@@ -15,6 +15,7 @@ from types import CodeType
 
 import orjson
 
+from ncompass.errors import RewriteError
 from ncompass.importer import cache
 from ncompass.importer.registry import REGISTRY, RewrittenModule
 from ncompass.importer.targets import ModuleTargets
@@ -46,9 +47,21 @@ def rewritten_code(
 def rewrite_source(
     module_name: str, path: str, data: bytes, entry: ModuleTargets, config: RewriteConfig
 ) -> RewriteResult:
-    """Rewrite a module's source bytes for its targets (no cache)."""
-    source = parse_source(decode_source(data), Path(path), module_name)
-    return rewrite_module(source, entry.targets, config)
+    """Rewrite a module's source bytes for its targets (no cache).
+
+    Raises:
+        SyntaxError: the source is not valid Python: the very error a plain import raises
+            (code may catch it), not an ncompass error.
+    """
+    try:
+        source = parse_source(decode_source(data), Path(path), module_name)
+    except RewriteError as error:
+        failure = error
+    else:
+        return rewrite_module(source, entry.targets, config)
+    # outside the `except`, so that Python's SyntaxError is not chained to ncompass's
+    compile(data, path, "exec", dont_inherit=True)
+    raise failure  # valid Python that libcst cannot parse
 
 
 class RewritingLoader(importlib.machinery.SourceFileLoader):

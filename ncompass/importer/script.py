@@ -10,6 +10,7 @@ with the user's own frames only, at the original file and lines.
 from __future__ import annotations
 
 import builtins
+import itertools
 import os
 import runpy
 import sys
@@ -52,7 +53,6 @@ def run_script(path: str, args: list[str]) -> ScriptOutcome:
     check_script(path)
     real = os.path.realpath(path)
     absolute = os.path.abspath(path)  # Python's __main__.__file__ (not symlink-resolved)
-    code = _script_code(real)
     main = ModuleType("__main__")
     main.__dict__.update(
         __file__=absolute,
@@ -63,7 +63,8 @@ def run_script(path: str, args: list[str]) -> ScriptOutcome:
         __builtins__=builtins,  # the module, as in a script Python runs
     )
     with _as_main(main, [path, *args], os.path.dirname(real)):
-        return _execute(lambda: exec(code, main.__dict__))
+        # compiled inside: a syntax error is reported as Python reports it (exit code 1)
+        return _execute(lambda: exec(_script_code(real), main.__dict__))
 
 
 def check_script(path: str) -> None:
@@ -179,28 +180,49 @@ def _exit_code(code: object) -> int:
 
 def _report(error: BaseException) -> None:
     """Print an uncaught exception through ``sys.excepthook``, without ncompass's own frames."""
-    trimmed = _user_frames(error.__traceback__)
-    # the default hook prints the exception's own traceback, whatever it is given
-    error.with_traceback(trimmed)
+    _trim_chain(error)
+    trimmed = error.__traceback__
     try:
         sys.excepthook(type(error), error, trimmed)
     except Exception:  # a broken excepthook must not hide the user's error
         traceback.print_exception(type(error), error, trimmed)
 
 
+def _trim_chain(error: BaseException) -> None:
+    """Trim the tracebacks of ``error`` and of the exceptions it was raised from or during
+    (the default hook prints each exception's own traceback, whatever it is given)."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.with_traceback(_user_frames(current.__traceback__))
+        pending.extend((current.__cause__, current.__context__))
+        grouped = getattr(current, "exceptions", None)  # an exception group (3.11+)
+        if isinstance(grouped, tuple):
+            pending.extend(item for item in grouped if isinstance(item, BaseException))
+
+
 def _user_frames(tb: TracebackType | None) -> TracebackType | None:
-    """Drop the leading frames that belong to ncompass and runpy."""
-    ours = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(runpy.__file__ or ""))
+    """The traceback without ncompass's own frames (the runner, the loader, call helpers),
+    runpy's and the import machinery's, as Python shows a plain run."""
+    package = os.path.dirname(os.path.dirname(__file__)) + os.sep
+    kept: list[TracebackType] = []
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if filename.startswith(ours[0]) or filename == runpy.__file__:
-            tb = tb.tb_next
-            continue
-        if filename.startswith("<frozen "):
-            tb = tb.tb_next
-            continue
-        break
-    return tb
+        hidden = (
+            filename.startswith((package, "<frozen ", "<ncompass ")) or filename == runpy.__file__
+        )
+        if not hidden:
+            kept.append(tb)
+        tb = tb.tb_next
+    for earlier, later in itertools.pairwise(kept):
+        earlier.tb_next = later
+    if kept:
+        kept[-1].tb_next = None
+    return kept[0] if kept else None
 
 
 __all__ = ["ScriptNotFoundError", "ScriptOutcome", "check_script", "run_module", "run_script"]

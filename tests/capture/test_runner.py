@@ -289,3 +289,67 @@ def test_a_missing_script_starts_no_profiler(tmp_path: Path) -> None:
     with pytest.raises(ScriptNotFoundError, match="no such script"):
         run(RunOptions(script=str(tmp_path / "absent.py"), output_dir=tmp_path / "t"))
     assert not (tmp_path / "t").exists()
+
+
+FAITHFUL_LIB = """
+class Gate:
+    def gate(self, x):
+        if x > 2:
+            raise ValueError(f"bad {x}")
+        return x > 0
+
+    def run(self, x):
+        total = 0
+        while self.gate(x) and total < 10:
+            total += 1
+            x += 1
+        return total
+"""
+
+FAITHFUL_MAIN = """
+import faithful_lib
+
+def go():
+    return faithful_lib.Gate().run(1)
+
+try:
+    go()
+except ValueError as error:
+    raise RuntimeError("wrapped") from error
+"""
+
+FAITHFUL_SPEC = """
+version: 1
+targets:
+  - module: faithful_lib
+    functions:
+      - qualname: Gate.gate
+    calls:
+      - in: Gate.run
+        call: self.gate
+  - file: main.py
+    functions:
+      - qualname: go
+"""
+
+
+@pytest.mark.parametrize(
+    ("main", "lib"),
+    [
+        (FAITHFUL_MAIN, FAITHFUL_LIB),  # chained, through function and header call markers
+        ("x = 1\ndef f(:\n    pass\n", FAITHFUL_LIB),  # the script does not compile
+        ("def go():\n    pass\n\nimport faithful_lib\n", "def f(:\n    pass\n"),  # a target
+    ],
+    ids=["chained", "script-syntax", "target-syntax"],
+)
+def test_errors_print_exactly_as_python_prints_them(tmp_path: Path, main: str, lib: str) -> None:
+    (tmp_path / "faithful_lib.py").write_text(lib.lstrip("\n"))
+    (tmp_path / "main.py").write_text(main.lstrip("\n"))
+    (tmp_path / "spec.yaml").write_text(FAITHFUL_SPEC)
+    env = {**os.environ, "PYTHONPATH": ""}
+    plain = subprocess.run(
+        [sys.executable, "main.py"], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    marked = _ncompass("run", "--profiler", "none", "-c", "spec.yaml", "main.py", cwd=tmp_path)
+    assert marked.returncode == plain.returncode == 1
+    assert marked.stderr == plain.stderr

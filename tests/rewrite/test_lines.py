@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 import traceback
 
 import coverage
@@ -92,3 +93,28 @@ def test_coverage_sees_the_same_lines_as_without_rewrites(lab: ModuleLab) -> Non
     assert line_of(SOURCE, "raise ValueError") in missing
     assert line_of(SOURCE, "y = x + 1") in missing
     assert line_of(SOURCE, "total += value") not in missing
+
+
+HEADER_SOURCE = """
+class Gate:
+    def ready(self):
+        return True
+
+    def run(self, values):
+        if self.ready() and values[len(values)]:
+            return 1
+        return 0
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="column positions in tracebacks: 3.11+")
+def test_columns_on_a_line_with_a_header_call_are_the_original_ones(lab: ModuleLab) -> None:
+    lab.write("header_cols", HEADER_SOURCE)
+    spec = {"calls": [{"in": "Gate.run", "call": "self.ready"}]}
+    module = lab.load("header_cols", {"targets": [{"module": "header_cols", **spec}]})
+    with pytest.raises(IndexError) as caught:
+        module.Gate().run([1])  # type: ignore[attr-defined]
+    frame = traceback.extract_tb(caught.value.__traceback__)[-1]
+    line = "        if self.ready() and values[len(values)]:"
+    assert frame.line == line.strip()
+    assert (frame.colno, frame.end_colno) == (line.index("values["), line.index(":"))
