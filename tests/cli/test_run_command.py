@@ -173,3 +173,35 @@ def test_rewrite_finds_a_module_target_by_its_file() -> None:
     other = _ncompass("rewrite", "-c", "configs/mlp.yaml", "examples/tiny_transformer.py")
     assert other.returncode == 2
     assert "no target named 'examples/tiny_transformer.py'" in other.stderr
+
+
+def test_version_0_call_markers_in_headers_validate_rewrite_and_run(tmp_path: Path) -> None:
+    (tmp_path / "gated.py").write_text(
+        "class Model:\n"
+        "    def gate(self, x):\n"
+        "        return x > 0\n"
+        "\n"
+        "    def forward(self, x):\n"
+        "        if self.gate(x):\n"
+        "            return x * 2\n"
+        "        while self.gate(x) and x < 5:\n"
+        "            x += 1\n"
+        "        return x\n"
+    )
+    (tmp_path / "main.py").write_text("import gated\nprint(gated.Model().forward(1))\n")
+    wrapping = {"call_pattern": "self.gate", "context_values": ["gate"]}
+    seed = {"class_func_context_wrappings": {"Model": {"forward": {"wrap_calls": [wrapping]}}}}
+    (tmp_path / "old.json").write_text(json.dumps({"targets": {"gated": seed}}, indent=2))
+    checked = _ncompass("spec", "validate", "-p", str(tmp_path), "old.json", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert "gated (" in checked.stdout and "2 markers" in checked.stdout
+    shown = _ncompass("rewrite", "-p", str(tmp_path), "-c", "old.json", "gated", cwd=tmp_path)
+    assert "if _ncompass_call_1_1(self.gate, x):" in shown.stdout
+    assert "while _ncompass_call_2_1(self.gate, x) and x < 5:" in shown.stdout
+    done = _ncompass(
+        "run", "-c", "old.json", "-o", str(tmp_path), "--trace-name", "t", "main.py", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2"
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert [e["name"] for e in events if e.get("cat") == "user_annotation"] == ["gate"]
