@@ -38,14 +38,18 @@ def validate_command(specs: tuple[Path, ...], paths: tuple[str, ...]) -> None:
             click.secho(f"✗ {error}", fg="red", err=True)
             continue
         markers = sum(len(check.sites) for check in checks)
-        click.secho(f"✓ {spec}: {markers} markers in {len(checks)} targets", fg="green")
+        click.secho(
+            f"✓ {spec}: {_count(markers, 'marker')} in {_count(len(checks), 'target')}",
+            fg="green",
+        )
         for check in checks:
             where = check.source or check.target.label
             if check.skipped:
                 click.echo(f"    {check.target.label}: skipped ({check.skipped})")
                 continue
-            extra = f", {check.replacements} replacements" if check.replacements else ""
-            click.echo(f"    {check.target.label} ({where}): {len(check.sites)} markers{extra}")
+            extra = f", {_count(check.replacements, 'replacement')}" if check.replacements else ""
+            placed = _count(len(check.sites), "marker")
+            click.echo(f"    {check.target.label} ({where}): {placed}{extra}")
             for note in check.notes:
                 click.echo(f"      note: {note}")
     if failures:
@@ -67,4 +71,12 @@ def migrate_command(old: Path, output: Path, force: bool) -> None:
         raise SpecError(f"{output} exists; choose another name or pass --force to replace it")
     output.write_text(config.to_yaml(), encoding="utf-8")
     markers = sum(t.marker_count() for t in config.targets)
-    click.echo(f"wrote {output}: version 1, {len(config.targets)} targets, {markers} entries")
+    click.echo(
+        f"wrote {output}: version 1, {_count(len(config.targets), 'target')}, "
+        f"{_count(markers, 'entry', 'entries')}"
+    )
+
+
+def _count(number: int, one: str, many: str | None = None) -> str:
+    """``1 marker``, ``2 markers``."""
+    return f"{number} {one if number == 1 else many or one + 's'}"
