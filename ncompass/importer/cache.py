@@ -3,21 +3,24 @@
 Rewriting costs 15–30× a cached import, so rewritten code is cached the way CPython caches its
 own: next to the source in ``__pycache__`` (or under ``sys.pycache_prefix``), under a custom
 optimization tag (``m.cpython-311.opt-ncompass.pyc``) that CPython itself never reads. The key
-is a hash of the source bytes, the spec entries for the module and the ncompass version: a
-source edit (even two within one second, which defeats mtime-based pycs), a spec change or an
-upgrade all miss. Writes are atomic (a temporary file renamed into place); read-only folders
-and ``sys.dont_write_bytecode`` are respected by simply not writing.
+is a hash of the source bytes, the spec entries for the module, the ncompass version and the
+rewriter's own code: a source edit (even two within one second, which defeats mtime-based pycs),
+a spec change, an upgrade or a changed checkout all miss. Writes are atomic (a temporary file
+renamed into place); read-only folders and ``sys.dont_write_bytecode`` are respected by simply
+not writing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import marshal
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from types import CodeType
 
 from ncompass._version import __version__
@@ -42,6 +45,20 @@ def cache_key(source: bytes, spec_digest: str) -> bytes:
     digest.update(len(source).to_bytes(8, "little"))
     digest.update(spec_digest.encode())
     digest.update(__version__.encode())
+    digest.update(rewriter_fingerprint())
+    return digest.digest()
+
+
+@functools.cache
+def rewriter_fingerprint() -> bytes:
+    """A hash of the code that decides what rewritten code looks like (the rewriter and the
+    runtime helpers it calls), so that a changed checkout (an editable install, a ``git pull``
+    within one version) never reuses rewrites made by other code. Read once per process."""
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted([*(package / "rewrite").glob("*.py"), package / "runtime" / "sites.py"]):
+        with contextlib.suppress(OSError):
+            digest.update(path.name.encode() + path.read_bytes())
     return digest.digest()
 
 
@@ -100,4 +117,12 @@ def store(source_path: str, key: bytes, code: CodeType, manifest_json: bytes) ->
     return True
 
 
-__all__ = ["CACHE_TAG", "CachedRewrite", "cache_key", "cache_path", "load", "store"]
+__all__ = [
+    "CACHE_TAG",
+    "CachedRewrite",
+    "cache_key",
+    "cache_path",
+    "load",
+    "rewriter_fingerprint",
+    "store",
+]

@@ -55,6 +55,19 @@ def test_spec_change_invalidates(lab: ModuleLab, rewrites: list[str]) -> None:
     assert recording.names_entered() == ["cached_mod:g"]
 
 
+def test_a_changed_rewriter_invalidates(
+    lab: ModuleLab, rewrites: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab.write("cached_mod", "def f():\n    return 1\n")
+    lab.load("cached_mod", SPEC)
+    lab.load("cached_mod", SPEC)
+    assert rewrites == ["cached_mod"]
+    # an editable install after `git pull`: same version, other rewriter code
+    monkeypatch.setattr(cache, "rewriter_fingerprint", lambda: b"other rewriter code")
+    assert lab.load("cached_mod", SPEC).f() == 1
+    assert rewrites == ["cached_mod", "cached_mod"]
+
+
 def test_source_changed_twice_within_one_second(lab: ModuleLab, rewrites: list[str]) -> None:
     path = lab.write("cached_mod", "def f():\n    return 1\n")
     assert lab.load("cached_mod", SPEC).f() == 1
