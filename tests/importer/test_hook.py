@@ -120,6 +120,33 @@ def test_already_imported_module_gets_markers_in_place(lab: ModuleLab) -> None:
     assert recording.EVENTS == []
 
 
+def test_header_call_markers_are_added_in_place_and_removed(lab: ModuleLab) -> None:
+    lab.write(
+        "gate_e",
+        """
+        class Gate:
+            def ready(self, x):
+                return x > 0
+
+            def run(self, x):
+                while self.ready(x) and x < 3:
+                    x += 1
+                return x
+        """,
+    )
+    module = lab.load("gate_e")
+    bound = module.Gate().run
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReimportWarning)  # no re-import: in place
+        spec = {"calls": [{"in": "Gate.run", "call": "self.ready", "name": "ready[{x}]"}]}
+        enable_rewrites(lab.spec({"targets": [{"module": "gate_e", **spec}]}))
+    assert bound(1) == 3
+    assert recording.names_entered() == ["ready[1]", "ready[2]", "ready[3]"]
+    disable_rewrites()
+    recording.reset()
+    assert bound(1) == 3 and recording.EVENTS == []
+
+
 def test_changing_the_spec_moves_markers_in_place(lab: ModuleLab) -> None:
     lab.write("model_f", MODEL)
     module = lab.load(
