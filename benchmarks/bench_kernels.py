@@ -11,8 +11,8 @@ On a CUDA device each shape is tuned first (the autotune cache keeps the choice)
 ncompass op and its PyTorch peer are timed the same way: CUDA events around one call, L2 flushed
 before each, median of 20. Both timings include the Python call, as a model would pay it.
 cuDNN runs with ``torch.backends.cudnn.benchmark = True`` (it picks its algorithm too).
-GEMMs and convolutions are reported in TFLOPS, norms (memory-bound) in GB/s; ``ratio`` is the
-kernel's throughput over PyTorch's (above 1: the kernel is faster).
+GEMMs, convolutions and attention are reported in TFLOPS, norms (memory-bound) in GB/s;
+``ratio`` is the kernel's throughput over PyTorch's (above 1: the kernel is faster).
 
 Without a GPU nothing can be timed: it says so and, with ``--interpreter-check``, runs scaled-down
 versions of the shapes in Triton's interpreter and prints their error against PyTorch.
@@ -97,7 +97,7 @@ def _bench_gpu(presets: tuple[str, ...], dtype_name: str, quick: bool) -> int:
             ratios.append(ratio)
             config = tuned.choice.config.describe() if tuned.choice else f"PyTorch: {tuned.skipped}"
             print(
-                f"{shape.op:<11}{shape.label:<46}{scale / ours * 1e3:>8.1f} {unit:<6}"
+                f"{_column(shape.op):<11}{shape.label:<46}{scale / ours * 1e3:>8.1f} {unit:<6}"
                 f"{scale / theirs * 1e3:>9.1f} {unit:<6}{ratio:>8.2f}x  {config}"
             )
     geomean = _geomean(ratios)
@@ -137,7 +137,7 @@ def _check_interpreted(presets: tuple[str, ...], dtype_name: str, quick: bool) -
             worst = (error / (atol + rtol * expected.abs())).max().item()
             failures += worst > 1
             print(
-                f"{shape.op:<11}{shape.label:<34}{error.max().item():>11.2e}{worst:>11.2f}"
+                f"{_column(shape.op):<11}{shape.label:<34}{error.max().item():>11.2e}{worst:>11.2f}"
                 f"{elapsed:>9.2f}  {'ok' if worst <= 1 else 'OUT OF TOLERANCE'}"
             )
     calls = {op: s.kernel_calls for op, s in stats().items()}
@@ -159,7 +159,9 @@ def _peer_call(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callab
     from ncompass.kernels import reference
 
     function = getattr(reference, op)
-    extra = {"activation": kwargs["activation"] or "none"} if "activation" in kwargs else {}
+    extra = dict(kwargs)
+    if "activation" in kwargs:  # the references spell "no activation" as "none"
+        extra["activation"] = kwargs["activation"] or "none"
     return lambda: function(*args, **extra)
 
 
@@ -179,10 +181,18 @@ def _scaled_down(shape: Any) -> Any:
     elif shape.op == "matmul":
         (m, k), (_, n) = sizes["a"], sizes["b"]
         sizes = {"a": (min(m, 48), min(k, 256)), "b": (min(k, 256), min(n, 192))}
+    elif shape.op == "scaled_dot_product_attention":
+        *_, length, head = sizes["q"]
+        sizes = {"q": (1, 2, min(length, 48), head)}
     else:
         sizes = {"x": (min(_rows(sizes["x"]), 16), sizes["x"][-1])}
     label = ",".join(f"{name}={'x'.join(map(str, dims))}" for name, dims in sizes.items())
     return OpShape(shape.op, sizes, shape.options, label)
+
+
+def _column(op: str) -> str:
+    """The op's name in the tables' first column (11 characters)."""
+    return "attention" if op == "scaled_dot_product_attention" else op
 
 
 def _rows(size: tuple[int, ...]) -> int:

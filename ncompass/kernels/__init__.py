@@ -1,9 +1,10 @@
 """Triton kernels that stand in for PyTorch ops, with an autotuner and PyTorch fallbacks.
 
 Ops (:mod:`ncompass.kernels.ops`): ``conv2d``, ``linear``, ``matmul``, ``layer_norm``,
-``rms_norm``, each with the signature of its PyTorch counterpart. A call runs the Triton kernel
-when its support conditions hold (dtype, layout, no autograd, a CUDA device or
-``TRITON_INTERPRET=1``) and PyTorch otherwise; :func:`stats` counts which, and why.
+``rms_norm``, ``scaled_dot_product_attention``, each with the signature of its PyTorch
+counterpart. A call runs the Triton kernel when its support conditions hold (dtype, layout,
+no autograd, a CUDA device or ``TRITON_INTERPRET=1``) and PyTorch otherwise; :func:`stats`
+counts which, and why.
 
 Swapping them into code you do not own:
 
@@ -12,6 +13,8 @@ Swapping them into code you do not own:
 - the modules :class:`Conv2d`, :class:`Linear`, :class:`LayerNorm`, :class:`RMSNorm`.
 
 Importing this package imports neither torch nor triton; the names below load on first use.
+The patch API lives in ``ncompass.kernels.patching``: a submodule named ``patch`` would shadow
+the :func:`patch` function as soon as it was imported.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ncompass.kernels.stats import OpStats, reset_stats, stats
 if TYPE_CHECKING:
     from ncompass.kernels import ops
     from ncompass.kernels.modules import Conv2d, LayerNorm, Linear, RMSNorm
-    from ncompass.kernels.patch import (
+    from ncompass.kernels.patching import (
         patch,
         patch_conv2d,
         patch_linear,
@@ -41,13 +44,13 @@ _LAZY: dict[str, str] = {
     "LayerNorm": "ncompass.kernels.modules",
     "Linear": "ncompass.kernels.modules",
     "RMSNorm": "ncompass.kernels.modules",
-    "patch": "ncompass.kernels.patch",
-    "patch_conv2d": "ncompass.kernels.patch",
-    "patch_linear": "ncompass.kernels.patch",
-    "patched": "ncompass.kernels.patch",
-    "unpatch": "ncompass.kernels.patch",
-    "unpatch_conv2d": "ncompass.kernels.patch",
-    "unpatch_linear": "ncompass.kernels.patch",
+    "patch": "ncompass.kernels.patching",
+    "patch_conv2d": "ncompass.kernels.patching",
+    "patch_linear": "ncompass.kernels.patching",
+    "patched": "ncompass.kernels.patching",
+    "unpatch": "ncompass.kernels.patching",
+    "unpatch_conv2d": "ncompass.kernels.patching",
+    "unpatch_linear": "ncompass.kernels.patching",
 }
 
 

@@ -90,6 +90,18 @@ OPS: dict[str, KernelOp] = {
                 "weight of the normalized shape",
             ),
         ),
+        KernelOp(
+            "scaled_dot_product_attention",
+            "attention",
+            "softmax(q @ k.T * scale) @ v in one pass (online softmax), optionally causal",
+            "torch.nn.functional.scaled_dot_product_attention",
+            (
+                "q (batch, heads, L, E) or (batch, L, E); k, v (..., S, E) with the same "
+                "leading sizes; any strides",
+                "head size E at most 256; no attn_mask (is_causal is fine), dropout_p=0, "
+                "enable_gqa=False",
+            ),
+        ),
     )
 }
 
@@ -97,6 +109,7 @@ KERNEL_MODULES: dict[str, str] = {
     "gemm": "ncompass.kernels.jit.gemm",
     "conv2d": "ncompass.kernels.jit.conv2d",
     "norm": "ncompass.kernels.jit.norm",
+    "attention": "ncompass.kernels.jit.attention",
 }
 
 # Device functions and launch choices every kernel uses: part of every kernel's source hash.

@@ -15,6 +15,7 @@ from typing import Any
 from ncompass.kernels.problems import (
     ACTIVATIONS,
     DTYPES,
+    AttentionProblem,
     Conv2dProblem,
     GemmProblem,
     NormProblem,
@@ -25,6 +26,9 @@ INDEX_LIMIT = 2**31 - 1
 
 NORM_ROW_BYTES = 65536
 """A normalised row is held in registers of one program: at most this many bytes of it."""
+
+ATTENTION_HEAD_DIM = 256
+"""A program holds a block of queries and its output rows whole: heads up to this size."""
 
 
 def check_activation(activation: str | None) -> str:
@@ -189,6 +193,55 @@ def norm_problem(
     )
 
 
+def attention_problem(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    enable_gqa: bool,
+) -> AttentionProblem | str:
+    """Scaled dot-product attention as a problem, or why the attention kernel does not run it.
+
+    ``query`` is ``(batch, heads, L, E)`` or ``(batch, L, E)``, ``key`` and ``value``
+    ``(..., S, E)`` with the same leading sizes (no broadcasting); any strides.
+    """
+    if attn_mask is not None:
+        return "attn_mask is given (only is_causal masks)"
+    if dropout_p != 0.0:
+        return "dropout_p != 0"
+    if enable_gqa:
+        return "enable_gqa=True"
+    if query.dim() not in (3, 4) or key.dim() != query.dim() or value.dim() != query.dim():
+        return "inputs are not 3-D or 4-D (batch, [heads,] seq, dim)"
+    lead = tuple(query.shape[:-2])
+    head_dim = query.shape[-1]
+    if tuple(key.shape[:-2]) != lead or tuple(value.shape[:-2]) != lead:
+        return "batch or head sizes differ (broadcasting)"
+    if key.shape[-1] != head_dim or value.shape[-2] != key.shape[-2]:
+        return "shapes do not match"
+    if value.shape[-1] != head_dim:
+        return "value's head size differs from the query's"
+    if head_dim > ATTENTION_HEAD_DIM:
+        return f"head size above {ATTENTION_HEAD_DIM}"
+    named = [("query", query), ("key", key), ("value", value)]
+    reason = tensor_reason(named, strided=("query", "key", "value"))
+    if reason is not None:
+        return reason
+    batch, heads = (lead[0], lead[1]) if len(lead) == 2 else (lead[0], 1)
+    q_len, kv_len = query.shape[-2], key.shape[-2]
+    if batch * heads * q_len * head_dim > INDEX_LIMIT:
+        return "output has more than 2**31 - 1 elements"
+    return AttentionProblem(
+        batch, heads, q_len, kv_len, head_dim,
+        dtype=dtype_name(query),
+        causal=bool(is_causal),
+        scale=float(scale) if scale is not None else head_dim**-0.5,
+    )  # fmt: skip
+
+
 def _pair(value: Any) -> tuple[int, int] | None:
     """``(v, v)`` for an int, the pair for a 2-sequence of ints, else None."""
     if isinstance(value, int):
@@ -219,8 +272,10 @@ def _padding(
 
 
 __all__ = [
+    "ATTENTION_HEAD_DIM",
     "INDEX_LIMIT",
     "NORM_ROW_BYTES",
+    "attention_problem",
     "check_activation",
     "conv2d_problem",
     "dtype_name",

@@ -15,13 +15,18 @@ from typing import Any
 from ncompass.kernels.autotune.cache import TuningKey
 from ncompass.kernels.autotune.config import KernelConfig
 from ncompass.kernels.autotune.device import device_identity
-from ncompass.kernels.autotune.spaces import conv2d_candidates, gemm_candidates, norm_candidates
+from ncompass.kernels.autotune.spaces import (
+    attention_candidates,
+    conv2d_candidates,
+    gemm_candidates,
+    norm_candidates,
+)
 from ncompass.kernels.autotune.timing import timer_for
 from ncompass.kernels.autotune.tuner import Choice, autotuner
 from ncompass.kernels.catalog import KERNEL_MODULES, kernel_source_hash, triton_version
-from ncompass.kernels.problems import Conv2dProblem, GemmProblem, NormProblem
+from ncompass.kernels.problems import AttentionProblem, Conv2dProblem, GemmProblem, NormProblem
 
-Problem = GemmProblem | Conv2dProblem | NormProblem
+Problem = GemmProblem | Conv2dProblem | NormProblem | AttentionProblem
 
 
 @dataclass
@@ -127,6 +132,25 @@ def norm_launch(problem: NormProblem, x: Any, weight: Any | None, bias: Any | No
     )
 
 
+def attention_launch(problem: AttentionProblem, q: Any, k: Any, v: Any) -> KernelLaunch:
+    """The launch of attention over 3-D or 4-D ``q``, ``k``, ``v`` (any strides)."""
+    import torch
+
+    module = _kernel_module("attention")
+    if q.dim() == 3:  # (batch, seq, dim): one head, as a view
+        q, k, v = q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1)
+    shape = (problem.batch, problem.heads, problem.q_len, problem.head_dim)
+    out = torch.empty(shape, dtype=q.dtype, device=q.device)
+    return KernelLaunch(
+        "attention",
+        problem,
+        q.device,
+        out,
+        lambda config: module.launch(q, k, v, out, problem, config),
+        lambda interpreted, memory: attention_candidates(problem, interpreted, memory),
+    )
+
+
 def _kernel_module(kernel: str) -> ModuleType:
     return importlib.import_module(KERNEL_MODULES[kernel])
 
@@ -148,4 +172,11 @@ def _shared_memory(index: int) -> int | None:
         return None
 
 
-__all__ = ["KernelLaunch", "Problem", "conv2d_launch", "gemm_launch", "norm_launch"]
+__all__ = [
+    "KernelLaunch",
+    "Problem",
+    "attention_launch",
+    "conv2d_launch",
+    "gemm_launch",
+    "norm_launch",
+]

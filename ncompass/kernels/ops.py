@@ -1,7 +1,8 @@
 """The ops: PyTorch-compatible functions that run a Triton kernel when they can.
 
 Each op has the signature of the PyTorch function it stands for (plus a keyword-only
-``activation`` on the GEMM-shaped ones), so a spec can swap ``F.conv2d`` or ``F.linear`` for it.
+``activation`` on the GEMM-shaped ones), so a spec can swap ``F.conv2d``, ``F.linear`` or
+``F.scaled_dot_product_attention`` for it.
 A call checks the kernel's conditions (:mod:`~ncompass.kernels.conditions`) and where the kernel
 can run (:mod:`~ncompass.kernels.backend`); if either says no, it runs the PyTorch reference and
 counts the reason (:func:`ncompass.kernels.stats`).
@@ -149,6 +150,38 @@ def rms_norm(
     )
 
 
+def scaled_dot_product_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Any:
+    """``torch.nn.functional.scaled_dot_product_attention`` on the one-pass attention kernel.
+
+    The kernel runs unmasked or causal attention without dropout; other calls run PyTorch.
+    """
+    return _dispatch(
+        "scaled_dot_product_attention",
+        (query, key, value, attn_mask),
+        lambda: conditions.attention_problem(
+            query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
+        ),
+        lambda problem: _attention(problem, query, key, value),
+        lambda: reference.scaled_dot_product_attention(
+            query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
+        ),
+    )
+
+
+def _attention(problem: Any, query: Any, key: Any, value: Any) -> Any:
+    out = execute.attention_launch(problem, query, key, value).run()
+    return out.reshape(query.shape) if query.dim() == 3 else out
+
+
 def _rows(input: Any) -> Any:
     """``input`` as ``(rows, K)``: a view whenever its layout allows (as in F.linear)."""
     return input.reshape(-1, input.shape[-1])
@@ -194,4 +227,4 @@ def _marker(name: str) -> contextlib.AbstractContextManager[Any]:
 _KERNEL_MODULES = {op: KERNEL_MODULES[spec.kernel] for op, spec in OPS.items()}
 
 
-__all__ = ["conv2d", "layer_norm", "linear", "matmul", "rms_norm"]
+__all__ = ["conv2d", "layer_norm", "linear", "matmul", "rms_norm", "scaled_dot_product_attention"]

@@ -26,6 +26,7 @@ PATCHABLE: dict[str, Any] = {
     "linear": ops.linear,
     "layer_norm": ops.layer_norm,
     "rms_norm": ops.rms_norm,
+    "scaled_dot_product_attention": ops.scaled_dot_product_attention,
 }
 """``torch.nn.functional`` attribute -> the op that replaces it."""
 

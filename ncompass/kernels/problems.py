@@ -117,9 +117,36 @@ class NormProblem:
         return 2 * self.rows * self.cols * element_size
 
 
+@dataclass(frozen=True)
+class AttentionProblem:
+    """``softmax(q @ k.T * scale [+ causal mask]) @ v`` for ``batch x heads`` pairs of
+    ``q_len`` queries and ``kv_len`` keys of ``head_dim`` elements."""
+
+    batch: int
+    heads: int
+    q_len: int
+    kv_len: int
+    head_dim: int
+    dtype: str
+    causal: bool
+    scale: float
+
+    def bucket(self) -> str:
+        """The shape part of the tuning key (the head size is kept exact: it sets the tiles)."""
+        pairs = next_power_of_2(self.batch * self.heads)
+        sizes = f"bh{pairs}-l{next_power_of_2(self.q_len)}-s{next_power_of_2(self.kv_len)}"
+        return f"{sizes}-d{self.head_dim}{'-causal' if self.causal else ''}"
+
+    def flops(self) -> int:
+        """Floating-point operations of the two products (the causal mask skips about half)."""
+        full = 4 * self.batch * self.heads * self.q_len * self.kv_len * self.head_dim
+        return full // 2 if self.causal else full
+
+
 __all__ = [
     "ACTIVATIONS",
     "DTYPES",
+    "AttentionProblem",
     "Conv2dProblem",
     "GemmProblem",
     "NormProblem",

@@ -16,6 +16,7 @@ _conv2d = torch.conv2d
 _linear = F.linear
 _layer_norm = F.layer_norm
 _rms_norm = F.rms_norm
+_scaled_dot_product_attention = F.scaled_dot_product_attention
 _relu = F.relu
 _gelu = F.gelu
 _silu = F.silu
@@ -83,4 +84,28 @@ def rms_norm(
     return _rms_norm(input, shape, weight, eps)
 
 
-__all__ = ["activate", "conv2d", "layer_norm", "linear", "matmul", "rms_norm"]
+def scaled_dot_product_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Any:
+    """``torch.nn.functional.scaled_dot_product_attention``."""
+    return _scaled_dot_product_attention(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+    )
+
+
+__all__ = [
+    "activate",
+    "conv2d",
+    "layer_norm",
+    "linear",
+    "matmul",
+    "rms_norm",
+    "scaled_dot_product_attention",
+]

@@ -7,6 +7,7 @@ A shape is comma-separated ``name=value`` fields; sizes are ``x``-separated::
     matmul      a=512x1024,b=1024x256[,activation=relu]
     layer_norm  x=4096x4096        (normalised over the last dimension)
     rms_norm    x=4096x4096
+    scaled_dot_product_attention  q=1x32x2048x128[,kv_len=4096][,causal=1]   (q: [B,]H,L,E)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _TENSORS: dict[str, tuple[str, ...]] = {
     "matmul": ("a", "b"),
     "layer_norm": ("x",),
     "rms_norm": ("x",),
+    "scaled_dot_product_attention": ("q",),
 }
 _OPTIONS: dict[str, tuple[str, ...]] = {
     "conv2d": ("stride", "padding", "bias", "activation"),
@@ -31,6 +33,7 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
     "matmul": ("activation",),
     "layer_norm": (),
     "rms_norm": (),
+    "scaled_dot_product_attention": ("kv_len", "causal"),
 }
 _RANKS: dict[tuple[str, str], tuple[int, int]] = {
     ("conv2d", "x"): (4, 4),
@@ -41,6 +44,7 @@ _RANKS: dict[tuple[str, str], tuple[int, int]] = {
     ("matmul", "b"): (2, 2),
     ("layer_norm", "x"): (1, 8),
     ("rms_norm", "x"): (1, 8),
+    ("scaled_dot_product_attention", "q"): (3, 4),
 }
 
 
@@ -51,7 +55,8 @@ class OpShape:
     Attributes:
         op: The op (``conv2d``, ...).
         sizes: Tensor name -> sizes (``{"x": (1, 64, 56, 56), "w": (64, 64, 3, 3)}``).
-        options: ``stride``/``padding`` (ints), ``bias`` (bool), ``activation`` (str).
+        options: ``stride``/``padding``/``kv_len`` (ints), ``bias``/``causal`` (bools),
+            ``activation`` (str).
         label: What the user or preset wrote.
     """
 
@@ -87,6 +92,11 @@ class OpShape:
         if self.op == "matmul":
             a, b = self.sizes["a"], self.sizes["b"]
             return (random(*a), random(*b, scale=b[0] ** -0.5)), {"activation": activation}
+        if self.op == "scaled_dot_product_attention":
+            q = self.sizes["q"]
+            kv = (*q[:-2], self.options.get("kv_len", q[-2]), q[-1])
+            causal = self.options.get("causal", False)
+            return (random(*q), random(*kv), random(*kv)), {"is_causal": causal}
         x = self.sizes["x"]
         cols = x[-1]
         if self.op == "layer_norm":
@@ -110,6 +120,11 @@ class OpShape:
         if self.op == "matmul":
             (m, k), (_, n) = self.sizes["a"], self.sizes["b"]
             return 2 * m * n * k
+        if self.op == "scaled_dot_product_attention":
+            q = self.sizes["q"]
+            pairs = q[0] * (q[1] if len(q) == 4 else 1)
+            full = 4 * pairs * q[-2] * int(self.options.get("kv_len", q[-2])) * q[-1]
+            return full // 2 if self.options.get("causal") else full
         return 0
 
     def elements(self) -> int:
@@ -167,6 +182,7 @@ _EXAMPLES = {
     "matmul": "a=512x1024,b=1024x256",
     "layer_norm": "x=4096x4096",
     "rms_norm": "x=4096x4096",
+    "scaled_dot_product_attention": "q=1x32x2048x128,causal=1",
 }
 
 
@@ -187,15 +203,15 @@ def _sizes(op: str, text: str, name: str, value: str) -> tuple[int, ...]:
 def _option(op: str, text: str, name: str, value: str) -> Any:
     if name == "activation":
         return value
-    if name == "bias":
+    if name in ("bias", "causal"):
         if value not in {"0", "1", "true", "false"}:
-            raise KernelError(f"{op} shape {text!r}: bias must be 0 or 1")
+            raise KernelError(f"{op} shape {text!r}: {name} must be 0 or 1")
         return value in {"1", "true"}
     try:
         number = int(value)
     except ValueError:
         raise KernelError(f"{op} shape {text!r}: {name} must be an integer") from None
-    if number < (1 if name == "stride" else 0):
+    if number < (1 if name in ("stride", "kv_len") else 0):
         raise KernelError(f"{op} shape {text!r}: {name}={number} is out of range")
     return number
 
@@ -254,6 +270,7 @@ def _llama7b(tokens: int) -> list[tuple[str, str]]:
         ("linear", f"x={tokens}x11008,w=4096x11008,bias=0"),  # down projection
         ("linear", f"x={tokens}x4096,w=32000x4096,bias=0"),  # lm head
         ("rms_norm", f"x={tokens}x4096"),
+        ("scaled_dot_product_attention", f"q=1x32x{tokens}x128,causal=1"),  # prefill
     ]
 
 

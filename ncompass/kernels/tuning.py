@@ -85,7 +85,7 @@ def kernel_launch(
 ) -> execute.KernelLaunch | str:
     """The kernel launch of ``op(*args, **kwargs)`` (as built by ``OpShape.arguments``), or why
     the kernel does not apply."""
-    problem, build = _prepare(op, args, conditions.check_activation(kwargs.get("activation")))
+    problem, build = _prepare(op, args, kwargs)
     if isinstance(problem, str):
         return problem
     tensors = [value for value in args if hasattr(value, "device")]
@@ -94,10 +94,16 @@ def kernel_launch(
 
 
 def _prepare(
-    op: str, args: tuple[Any, ...], activation: str
+    op: str, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Any, Callable[[Any], execute.KernelLaunch]]:
     """The call's problem (or why not) and how to build its launch."""
     problem: execute.Problem | str
+    activation = conditions.check_activation(kwargs.get("activation"))
+    if op == "scaled_dot_product_attention":
+        q, k, v = args
+        causal = bool(kwargs.get("is_causal", False))
+        problem = conditions.attention_problem(q, k, v, None, 0.0, causal, None, False)
+        return problem, lambda problem: execute.attention_launch(problem, q, k, v)
     if op == "conv2d":
         x, weight, bias, stride, padding = args
         problem = conditions.conv2d_problem(x, weight, bias, stride, padding, 1, 1, activation)

@@ -35,8 +35,8 @@ def kernel_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
     reset_stats()
     yield cache
     reset_autotuner()
-    if "ncompass.kernels.patch" in sys.modules:
-        sys.modules["ncompass.kernels.patch"].unpatch()
+    if "ncompass.kernels.patching" in sys.modules:
+        sys.modules["ncompass.kernels.patching"].unpatch()
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from ncompass.kernels import (
     unpatch_conv2d,
     unpatch_linear,
 )
-from ncompass.kernels.patch import patched_names
+from ncompass.kernels.patching import patched_names
 from tests.kernels.checks import assert_matches_reference
 
 pytestmark = pytest.mark.usefixtures("interpreter")
@@ -77,6 +77,7 @@ def test_patched_block_restores_only_what_it_patched() -> None:
 
 def test_unknown_name_is_a_user_error() -> None:
     with pytest.raises(
-        KernelError, match="cannot patch gelu; patchable: conv2d, linear, layer_norm, rms_norm"
+        KernelError,
+        match="cannot patch gelu; patchable: conv2d, linear, layer_norm, rms_norm, scaled_dot_",
     ):
         patch("gelu")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ncompass.kernels
+from tests.kernels.conftest import run_python
 
 PUBLIC = [
     "Conv2d",
@@ -33,3 +34,13 @@ def test_public_names_are_pinned_and_resolve() -> None:
 
 def test_kernel_errors_are_ncompass_errors() -> None:
     assert issubclass(ncompass.kernels.KernelError, ncompass.NcompassError)
+
+
+def test_patch_is_the_function_whatever_was_imported_before() -> None:
+    code = (
+        "import ncompass.kernels.patching\n"
+        "from ncompass.kernels import patched\n"
+        "from ncompass.kernels import patch\n"
+        "print(callable(patch) and patch.__module__)"
+    )
+    assert run_python(code, {}).stdout.strip() == "ncompass.kernels.patching"

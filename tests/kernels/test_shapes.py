@@ -74,7 +74,14 @@ def test_random_arguments_fit_the_op() -> None:
 
 
 def test_catalog_names_every_op_and_hashes_kernel_sources() -> None:
-    assert list(OPS) == ["conv2d", "linear", "matmul", "layer_norm", "rms_norm"]
+    assert list(OPS) == [
+        "conv2d",
+        "linear",
+        "matmul",
+        "layer_norm",
+        "rms_norm",
+        "scaled_dot_product_attention",
+    ]
     assert op_named("linear").kernel == op_named("matmul").kernel == "gemm"
     hashes = {kernel_source_hash(kernel) for kernel in ("gemm", "conv2d", "norm")}
     assert len(hashes) == 3 and all(len(h) == 16 for h in hashes)
@@ -85,3 +92,15 @@ def test_strided_views_that_reach_past_int32_offsets_fall_back() -> None:
     wide = torch.empty(3, 2**31, device="meta")[:, :8]
     reason = gemm_problem(wide, torch.empty(8, 4, device="meta"), None, "none", b_is_weight=False)
     assert reason == "input spans more than 2**31 - 1 elements"
+
+
+def test_attention_shapes_give_query_key_and_value() -> None:
+    shape = parse_shape("scaled_dot_product_attention", "q=2x4x10x16,kv_len=12,causal=1")
+    (q, k, v), kwargs = shape.arguments(torch.float32, "cpu")
+    assert q.shape == (2, 4, 10, 16) and k.shape == v.shape == (2, 4, 12, 16)
+    assert kwargs == {"is_causal": True}
+    assert shape.flops() == 4 * 8 * 10 * 12 * 16 // 2
+    llama = [s for s in preset("llama7b") if s.op == "scaled_dot_product_attention"]
+    assert [s.label for s in llama] == ["q=1x32x2048x128,causal=1"]
+    with pytest.raises(KernelError, match="causal must be 0 or 1"):
+        parse_shape("scaled_dot_product_attention", "q=1x4x16,causal=yes")

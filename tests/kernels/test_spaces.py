@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ncompass.kernels.autotune.config import KernelConfig
@@ -9,11 +11,18 @@ from ncompass.kernels.autotune.spaces import (
     CONV2D_SPACE,
     GEMM_SPACE,
     NORM_SPACE,
+    attention_candidates,
     conv2d_candidates,
     gemm_candidates,
     norm_candidates,
 )
-from ncompass.kernels.problems import Conv2dProblem, GemmProblem, NormProblem, next_power_of_2
+from ncompass.kernels.problems import (
+    AttentionProblem,
+    Conv2dProblem,
+    GemmProblem,
+    NormProblem,
+    next_power_of_2,
+)
 
 
 def test_large_problems_keep_the_whole_space_on_a_gpu() -> None:
@@ -83,3 +92,16 @@ def test_configs_round_trip_through_json() -> None:
         KernelConfig.from_json({"BLOCK_M": 6.5, "num_warps": 4, "num_stages": 3})
     with pytest.raises(ValueError, match="lacks 'num_stages'"):
         KernelConfig.from_json({"BLOCK_M": 64, "num_warps": 4})
+
+
+def test_attention_blocks_are_clamped_to_the_sequence_lengths() -> None:
+    decode = AttentionProblem(1, 32, 1, 4096, 128, "float16", causal=False, scale=0.1)
+    configs = attention_candidates(decode, interpreted=False)
+    assert {config["BLOCK_M"] for config in configs} == {16}  # one query: the smallest dot tile
+    assert max(config["BLOCK_N"] for config in configs) == 128
+    small = replace(decode, kv_len=20)
+    assert max(config["BLOCK_N"] for config in attention_candidates(small, False)) == 32
+    # a 64 KiB device keeps only what fits: query tile plus pipelined key and value tiles
+    prefill = AttentionProblem(1, 32, 2048, 2048, 128, "float16", causal=True, scale=0.1)
+    for config in attention_candidates(prefill, False, shared_memory=65536):
+        assert 128 * (config["BLOCK_M"] + 2 * config["BLOCK_N"] * config.num_stages) * 2 <= 65536

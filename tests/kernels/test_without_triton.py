@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ncompass.kernels.catalog import OPS
 from tests.kernels.conftest import run_python
 
 # Sets sys.modules["triton"] = None: `import triton` fails and find_spec says None, as when the
@@ -25,6 +26,10 @@ same = [
     torch.equal(ops.matmul(rows, weight.t()), rows @ weight.t()),
     torch.equal(ops.layer_norm(rows, (16,)), F.layer_norm(rows, (16,))),
     torch.equal(ops.rms_norm(rows, (16,)), F.rms_norm(rows, (16,))),
+    torch.equal(
+        ops.scaled_dot_product_attention(x, x, x, is_causal=True),
+        F.scaled_dot_product_attention(x, x, x, is_causal=True),
+    ),
 ]
 print(json.dumps({
     "same": same,
@@ -42,21 +47,19 @@ def _report(code: str, env: dict[str, str] | None = None) -> dict[str, object]:
 
 def test_without_gpu_or_interpreter_every_op_falls_back_to_identical_results() -> None:
     report = _report(ALL_OPS)
-    assert report["same"] == [True] * 5
+    assert report["same"] == [True] * 6
     assert report["kernel_calls"] == 0
     reason = (
         "no CUDA device: tensors on cpu "
         "(set TRITON_INTERPRET=1 to run the kernels in Triton's interpreter)"
     )
-    assert report["reasons"] == {
-        op: {reason: 1} for op in ("conv2d", "layer_norm", "linear", "matmul", "rms_norm")
-    }
+    assert report["reasons"] == {op: {reason: 1} for op in OPS}  # every op was called
     assert report["triton_imported"] is False
 
 
 def test_without_triton_installed_every_op_falls_back() -> None:
     report = _report(HIDE_TRITON + ALL_OPS, {"TRITON_INTERPRET": "1"})
-    assert report["same"] == [True] * 5
+    assert report["same"] == [True] * 6
     reason = "triton is not installed (pip install 'ncompass[kernels]')"
     assert report["reasons"]["linear"] == {reason: 1}  # type: ignore[index]
 
@@ -96,10 +99,4 @@ def test_cli_kernels_list_works_without_triton() -> None:
     )
     done = run_python(code, {})
     listing = json.loads(done.stdout)
-    assert [op["name"] for op in listing["ops"]] == [
-        "conv2d",
-        "linear",
-        "matmul",
-        "layer_norm",
-        "rms_norm",
-    ]
+    assert [op["name"] for op in listing["ops"]] == list(OPS)

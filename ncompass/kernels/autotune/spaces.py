@@ -20,7 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ncompass.kernels.autotune.config import KernelConfig
-from ncompass.kernels.problems import Conv2dProblem, GemmProblem, NormProblem, next_power_of_2
+from ncompass.kernels.problems import (
+    AttentionProblem,
+    Conv2dProblem,
+    GemmProblem,
+    NormProblem,
+    next_power_of_2,
+)
 
 MIN_DOT_BLOCK = 16
 """``tl.dot`` needs every tile dimension to be at least 16."""
@@ -86,6 +92,21 @@ NORM_SPACE: tuple[KernelConfig, ...] = tuple(
     )
 )
 
+ATTENTION_SPACE: tuple[KernelConfig, ...] = tuple(
+    KernelConfig.of(BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
+    for bm, bn, warps, stages in (
+        (64, 64, 4, 2),  # default
+        (128, 64, 4, 3),
+        (128, 64, 8, 3),
+        (128, 128, 8, 2),
+        (64, 128, 4, 3),
+        (64, 32, 4, 3),
+        (32, 64, 4, 2),
+        (16, 64, 2, 3),  # few queries: decoding
+        (16, 128, 4, 3),
+    )
+)
+
 NORM_TILE_LIMIT = 32768
 """Elements one program may hold (``BLOCK_M * BLOCK_N``) before it spills registers."""
 
@@ -107,6 +128,7 @@ SPACES: dict[str, SearchSpace] = {
     "gemm": SearchSpace(GEMM_SPACE, ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")),
     "conv2d": SearchSpace(CONV2D_SPACE, ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")),
     "norm": SearchSpace(NORM_SPACE, ("BLOCK_M",)),
+    "attention": SearchSpace(ATTENTION_SPACE, ("BLOCK_M", "BLOCK_N")),
 }
 
 
@@ -164,6 +186,30 @@ def norm_candidates(problem: NormProblem, interpreted: bool) -> list[KernelConfi
     return _prune(NORM_SPACE, clamp, lambda config: True, interpreted)
 
 
+def attention_candidates(
+    problem: AttentionProblem, interpreted: bool, shared_memory: int | None = None
+) -> list[KernelConfig]:
+    """The configs worth measuring for an attention call."""
+    size = _ELEMENT_SIZE[problem.dtype]
+    head = max(MIN_DOT_BLOCK, next_power_of_2(problem.head_dim))
+    limits = {
+        "BLOCK_M": max(MIN_DOT_BLOCK, next_power_of_2(problem.q_len)),
+        "BLOCK_N": max(MIN_DOT_BLOCK, next_power_of_2(problem.kv_len)),
+    }
+
+    def fits(config: KernelConfig) -> bool:
+        if shared_memory is None:
+            return True
+        # the query block stays; key and value blocks are pipelined
+        tiles = head * (config["BLOCK_M"] + 2 * config["BLOCK_N"] * config.num_stages)
+        return tiles * size <= shared_memory
+
+    def clamp(config: KernelConfig) -> KernelConfig:
+        return config.replace(**{name: min(config[name], cap) for name, cap in limits.items()})
+
+    return _prune(ATTENTION_SPACE, clamp, fits, interpreted)
+
+
 def _prune(
     space: tuple[KernelConfig, ...],
     clamp: Callable[[KernelConfig], KernelConfig],
@@ -193,6 +239,7 @@ def _tile_size(config: KernelConfig) -> int:
 
 
 __all__ = [
+    "ATTENTION_SPACE",
     "CONV2D_SPACE",
     "GEMM_SPACE",
     "MIN_DOT_BLOCK",
@@ -200,6 +247,7 @@ __all__ = [
     "NORM_TILE_LIMIT",
     "SPACES",
     "SearchSpace",
+    "attention_candidates",
     "conv2d_candidates",
     "gemm_candidates",
     "norm_candidates",

@@ -1,4 +1,4 @@
-"""Device functions shared by the kernels: tile order, the dot, the epilogue, a row sum.
+"""Device functions shared by the kernels: tile order, the dot, the epilogue, row reductions.
 
 The kernels use only builtins of ``triton.language``, never its own ``@jit`` functions
 (``tl.cdiv``, ``tl.sum``, ``tl.sigmoid``, ``tl.zeros``): those are decorated when triton is first
@@ -89,3 +89,19 @@ SUM_COMBINE = getattr(tl.standard, "_sum_combine", add)
 def row_sum(x):
     """The sum of each row of a 2-D block (``tl.sum(x, axis=1)``)."""
     return tl.reduce(x, 1, SUM_COMBINE)
+
+
+@triton.jit
+def larger(a, b):
+    """The combine function of a maximum."""
+    return tl.maximum(a, b)
+
+
+# As for the sum: the interpreter reduces tl.max's own combine function with numpy.
+MAX_COMBINE = getattr(tl.standard, "_elementwise_max", larger)
+
+
+@triton.jit
+def row_max(x):
+    """The maximum of each row of a 2-D block (``tl.max(x, axis=1)``)."""
+    return tl.reduce(x, 1, MAX_COMBINE)
