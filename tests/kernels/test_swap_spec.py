@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from ncompass.importer.hook import disable_rewrites, enable_rewrites
+from ncompass.importer.targets import unmet_requirement
 from ncompass.kernels import Conv2d, Linear, stats
 from ncompass.spec.merge import merge_specs
 from ncompass.spec.models import RewriteConfig
@@ -149,3 +150,53 @@ def test_swap_specs_on_the_demo_model_match_pytorch() -> None:
     counts = stats()
     assert counts["linear"].kernel_calls == 5 and counts["linear"].fallback_calls == 0
     assert counts["layer_norm"].kernel_calls == 3
+
+
+TINY_LLAMA = """
+import json, sys, torch
+from ncompass.importer.hook import enable_rewrites
+from ncompass.spec.models import RewriteConfig
+
+if len(sys.argv) > 1:  # the swap spec, before transformers is imported
+    enable_rewrites(RewriteConfig.from_yaml(sys.argv[1]))
+from transformers import LlamaConfig, LlamaForCausalLM
+from ncompass.kernels import stats
+
+torch.manual_seed(0)
+config = LlamaConfig(
+    vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+)
+model = LlamaForCausalLM(config).eval()
+prompt = torch.tensor([[1, 2, 3, 4, 5]])
+with torch.no_grad():
+    tokens = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=3,
+                            do_sample=False, pad_token_id=0)
+    logits = model(tokens).logits
+print(json.dumps({"tokens": tokens.tolist(), "logits": logits.flatten().tolist(),
+                  "calls": {op: s.kernel_calls for op, s in stats().items()},
+                  "fallbacks": {op: s.fallbacks for op, s in stats().items()}}))
+"""
+
+
+@pytest.mark.slow
+def test_swap_attention_spec_runs_a_llama_on_the_attention_kernel() -> None:
+    spec = RewriteConfig.from_yaml(REPO / "configs" / "swap_attention.yaml")
+    reason = unmet_requirement(spec.targets[0].requires)
+    if reason:
+        pytest.skip(reason)
+    pytest.importorskip("triton", reason="triton is not installed (pip install -e '.[kernels]')")
+
+    def report(spec: Path | None = None, **env: str) -> dict[str, Any]:
+        argv = f"import sys; sys.argv = ['tiny_llama.py', {str(spec)!r}]\n" if spec else ""
+        return json.loads(run_python(argv + TINY_LLAMA, env).stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+    plain = report()
+    swapped = report(REPO / "configs" / "swap_attention.yaml", TRITON_INTERPRET="1")
+    # prefill (causal) and every decoding step, in both layers, then the scoring pass
+    assert swapped["calls"] == {"scaled_dot_product_attention": 8}
+    assert swapped["fallbacks"] == {"scaled_dot_product_attention": {}}
+    assert swapped["tokens"] == plain["tokens"]
+    assert_matches_reference(
+        torch.tensor(swapped["logits"]), torch.tensor(plain["logits"]), "float32"
+    )
