@@ -44,8 +44,9 @@ from ncompass.importer.script import (
     run_module,
     run_script,
 )
+from ncompass.importer.targets import unmet_requirement
 from ncompass.spec.merge import merge_specs
-from ncompass.spec.models import RewriteConfig
+from ncompass.spec.models import RewriteConfig, TargetSpec
 
 RUNNER_ENV = "NCOMPASS_RUNNER"
 
@@ -99,6 +100,7 @@ class RunResult:
     duration_s: float
     config: RewriteConfig
     gpu: GpuTimeline | None = None
+    unplaced: list[TargetSpec] = field(default_factory=list)
 
 
 def load_specs(
@@ -170,6 +172,9 @@ def run(options: RunOptions) -> RunResult:
             finally:
                 written = profiler.stop()
                 markers = REGISTRY.manifest()
+                unplaced = [  # targets skipped for their `requires:` were warned about
+                    t for t in REGISTRY.unplaced(config) if not unmet_requirement(t.requires)
+                ]
                 if monitor is not None:
                     gpu = finish(monitor, written)
         except BaseException as error:
@@ -184,7 +189,9 @@ def run(options: RunOptions) -> RunResult:
     sidecar = None
     if written is not None:
         sidecar = _write_sidecar(written, options, config, markers, outcome, started, duration, gpu)
-    return RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu)
+    if outcome.error is not None:  # a crash may have come before the imports: no guessing
+        unplaced = []
+    return RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced)
 
 
 @contextmanager

@@ -142,6 +142,13 @@ def run_command(
     sys.stdout.flush()
     if result.gpu is not None:
         click.echo(result.gpu.report(), err=True)
+    for target in result.unplaced:
+        where = f" ({target.spec_path}:{target.line})" if target.spec_path and target.line else ""
+        click.echo(
+            f"ncompass: warning: the run never imported target {target.label}{where}, so it "
+            "has no markers; check the module name or file path",
+            err=True,
+        )
     if result.trace_path is not None:
         markers = len(result.markers)
         click.echo(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from types import CodeType, FunctionType
 from typing import Any
 
 import orjson
+
+from ncompass.spec.models import RewriteConfig, TargetSpec
 
 
 @dataclass(eq=False)
@@ -66,6 +69,19 @@ class Registry:
     def manifest(self) -> list[dict[str, Any]]:
         """Every marker site placed in this process (marker name → module, function, lines)."""
         return [site for module in self.modules() for site in module.manifest]
+
+    def unplaced(self, config: RewriteConfig) -> list[TargetSpec]:
+        """The targets of ``config`` no rewritten module came from: the program never imported
+        them (often a misspelt module name or a file path that is not the one run)."""
+        modules = self.modules()
+        names = {module.name for module in modules}
+        paths = {os.path.realpath(module.path) for module in modules}
+        return [
+            target
+            for target in config.targets
+            if (target.module is not None and target.module not in names)
+            or (target.file is not None and os.path.realpath(target.file) not in paths)
+        ]
 
 
 REGISTRY = Registry()

@@ -353,3 +353,20 @@ def test_errors_print_exactly_as_python_prints_them(tmp_path: Path, main: str, l
     marked = _ncompass("run", "--profiler", "none", "-c", "spec.yaml", "main.py", cwd=tmp_path)
     assert marked.returncode == plain.returncode == 1
     assert marked.stderr == plain.stderr
+
+
+def test_targets_the_run_never_imported_are_reported(tmp_path: Path) -> None:
+    script = _script(tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"version: 1\ntargets:\n  - module: no_such_pkg.model\n    functions:\n"
+        f"      - qualname: f\n  - file: {script}\n    functions:\n      - qualname: work\n"
+    )
+    result = run(RunOptions(specs=[spec], script=str(script), profiler="none"))
+    assert [target.label for target in result.unplaced] == ["no_such_pkg.model"]
+    done = _ncompass("run", "--profiler", "none", "-c", str(spec), str(script), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"ncompass: warning: the run never imported target no_such_pkg.model ({spec}:3)"
+        in done.stderr
+    )
