@@ -27,8 +27,9 @@ def module_source(name: str) -> Path:
             spec = None
     if spec is None or spec.origin is None:
         raise SpecError(
-            f"module {name!r} not found on sys.path; check the name, install it, or run from "
-            "the folder that contains it"
+            f"module {name!r} not found on sys.path; check the name, install it, or add the "
+            "folder that contains it to the search path (--path FOLDER on the command line, "
+            "or PYTHONPATH)"
         )
     if not spec.origin.endswith(".py"):
         raise SpecError(
