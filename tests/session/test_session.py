@@ -406,3 +406,18 @@ def test_a_session_whose_service_is_down_falls_back_at_once(tmp_path: Path) -> N
         summary = session.get_trace_summary(trace)
     assert time.perf_counter() - started < 10  # no hang
     assert "structured" in summary
+
+
+def test_a_service_that_is_down_is_reported_at_the_users_line(tmp_path: Path) -> None:
+    from ncompass.analysis.providers import ProviderFallbackWarning
+    from tests.service.endpoints import closed_port_url
+
+    session = ProfilingSession(str(tmp_path), session_name="down", base_url=closed_port_url())
+    trace = session.run_profile(run_inference)
+    with pytest.warns(ProviderFallbackWarning) as warned:
+        session.get_trace_summary(trace)
+    assert {(w.filename, w.lineno) for w in warned} == {(__file__, line_of_this_call() - 1)}
+
+
+def line_of_this_call() -> int:
+    return sys._getframe(1).f_lineno

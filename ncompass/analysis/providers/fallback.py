@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import warnings
 
+from ncompass.warning_location import stacklevel_outside
+
 
 class ProviderFallbackWarning(UserWarning):
     """A provider failed (service down, timeout, invalid answer) and its fallback answered."""
@@ -21,8 +23,8 @@ def warn_fallback(provider: str, what: str, reason: str, fallback: str) -> None:
     warnings.warn(
         f"{provider}: {what} failed: {reason}; using the {fallback} provider instead",
         ProviderFallbackWarning,
-        # Point at the code that called the provider, past the provider's own frames.
-        stacklevel=4,
+        # Point at the user's code that led here, past ncompass's own frames.
+        stacklevel=stacklevel_outside("ncompass"),
     )
 
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import FrameType
 
 from ncompass.gpu._backends.base import (
     BackendUnavailable,
@@ -19,6 +17,7 @@ from ncompass.gpu._backends.none import NoneBackend
 from ncompass.gpu._backends.nvml import NvmlBackend
 from ncompass.gpu._backends.smi import SmiBackend
 from ncompass.gpu._errors import GpuBackendError
+from ncompass.warning_location import stacklevel_outside
 
 BACKEND_NAMES = ("auto", "nvml", "smi", "cpu", "none")
 """Every value ``backend=`` accepts."""
@@ -84,7 +83,9 @@ def open_backend(
         raise GpuBackendError(_failure_message(requested, attempts), attempts)
     fallback = "cpu" if requested == "auto" else "none"
     reason = f"{_tried(attempts)}; monitoring with backend {fallback!r} instead"
-    warnings.warn(f"GPU monitor: {reason}", RuntimeWarning, stacklevel=_callers_level())
+    warnings.warn(
+        f"GPU monitor: {reason}", RuntimeWarning, stacklevel=stacklevel_outside("ncompass.gpu")
+    )
     try:
         backend = factories[fallback]()
         return OpenedBackend(backend, backend.open(devices, interval_s), reason)
@@ -92,16 +93,6 @@ def open_backend(
         backend = factories["none"]()
         reason = f"{reason}, which failed too ({error}); sampling disabled"
         return OpenedBackend(backend, backend.open(devices, interval_s), reason)
-
-
-def _callers_level() -> int:
-    """The ``stacklevel`` of the first frame outside ``ncompass.gpu``: the warning points at the
-    line that asked for the monitor, not at the monitor's insides."""
-    level = 2  # stacklevel 2: the caller of open_backend
-    frame: FrameType | None = sys._getframe(2)
-    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("ncompass.gpu"):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _tried(attempts: Sequence[tuple[str, str]]) -> str:
