@@ -38,7 +38,7 @@ from ncompass.importer.script import ScriptNotFoundError
 
 if TYPE_CHECKING:
     from ncompass.capture.runner import RunOptions, RunResult
-    from ncompass.spec.models import RewriteConfig
+    from ncompass.spec.models import RewriteConfig, TargetSpec
 
 CHILD_REPORT_OPTION = "--child-report"
 """The hidden ``ncompass run`` option that makes a run the re-executed child."""
@@ -149,7 +149,9 @@ def run_in_child(options: RunOptions) -> RunResult:
 
         gpu = finish(monitor, trace_path)  # its samples become counter tracks of the trace
     sidecar, markers = _complete_sidecar(trace_path, capture, exit_code)
-    return RunResult(exit_code, trace_path, sidecar, markers, duration, config, gpu)
+    never_imported = outcome.get("unplaced") or []
+    unplaced = [t for t in config.targets if _target_key(t) in never_imported]
+    return RunResult(exit_code, trace_path, sidecar, markers, duration, config, gpu, unplaced)
 
 
 def report_to_parent(options: RunOptions, report_file: Path) -> int:
@@ -161,8 +163,14 @@ def report_to_parent(options: RunOptions, report_file: Path) -> int:
     except NcompassError as error:
         _write_json(report_file, {"error": str(error), "error_type": type(error).__name__})
         return USER_ERROR_EXIT_CODE
-    _write_json(report_file, {"exit_code": result.exit_code})
+    unplaced = [_target_key(target) for target in result.unplaced]
+    _write_json(report_file, {"exit_code": result.exit_code, "unplaced": unplaced})
     return result.exit_code
+
+
+def _target_key(target: TargetSpec) -> list[str]:
+    """How the parent finds a target of the child's spec among its own (same spec files)."""
+    return [target.label, str(target.spec_path), str(target.line)]
 
 
 def child_command(

@@ -241,3 +241,14 @@ def test_gpu_monitor_samples_land_on_the_recorded_timeline(tmp_path: Path) -> No
     counters = [e["ts"] for e in events if e.get("ph") == "C"]
     inside = [ts for ts in counters if busy["ts"] <= ts <= busy["ts"] + busy["dur"]]
     assert len(inside) >= 5, "samples are on the recorder's clock, under the range they measured"
+
+
+def test_targets_the_child_never_imported_are_reported(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "version: 1\ntargets:\n  - module: no_such_pkg.model\n    functions:\n      - qualname: f\n"
+    )
+    script = tmp_path / "main.py"
+    script.write_text("print('ran')\n")
+    result = run(RunOptions(specs=[spec], script=str(script), profiler="nvtx-trace"))
+    assert [target.label for target in result.unplaced] == ["no_such_pkg.model"]
