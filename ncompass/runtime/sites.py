@@ -99,47 +99,31 @@ def call_wrapper(
     the helper takes them as plain parameters: packing ``*args, **kwargs`` costs several times
     what the marker itself costs.
     """
-    if arity is not None and arity <= _MAX_FIXED_ARITY:
-        make = _fixed_arity_maker(arity, named=name_template is not None)
-        return make(enter, exit, name_template, _NameInFrame, _caller)
-    if name_template is None:
-
-        def call(fn: Callable[..., _Result], /, *args: Any, **kwargs: Any) -> _Result:
-            handle = enter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                exit(handle)
-
-        return call
-    named = name_template
-
-    def call_named(fn: Callable[..., _Result], /, *args: Any, **kwargs: Any) -> _Result:
-        handle = enter(_NameInFrame(named, _caller(1)))
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            exit(handle)
-
-    return call_named
+    fixed = arity if arity is not None and arity <= _MAX_FIXED_ARITY else None
+    make = _call_helper_maker(fixed, named=name_template is not None)
+    return make(enter, exit, name_template, _NameInFrame, _caller)
 
 
 _MAX_FIXED_ARITY = 8
-_fixed_arity_makers: dict[tuple[int, bool], Callable[..., Callable[..., Any]]] = {}
+_call_helper_makers: dict[tuple[int | None, bool], Callable[..., Callable[..., Any]]] = {}
 
 
-def _fixed_arity_maker(arity: int, named: bool) -> Callable[..., Callable[..., Any]]:
-    """A function that builds call helpers taking exactly ``arity`` arguments after the callee
-    (generated once per arity, like :mod:`dataclasses` generates ``__init__``)."""
+def _call_helper_maker(arity: int | None, named: bool) -> Callable[..., Callable[..., Any]]:
+    """A function that builds call helpers taking exactly ``arity`` positional arguments after
+    the callee, or any arguments when ``arity`` is None (generated once per shape, like
+    :mod:`dataclasses` generates ``__init__``)."""
     key = (arity, named)
-    maker = _fixed_arity_makers.get(key)
+    maker = _call_helper_makers.get(key)
     if maker is None:
-        parameters = "".join(f", a{i}" for i in range(arity))
-        arguments = ", ".join(f"a{i}" for i in range(arity))
+        if arity is None:
+            parameters, arguments = ", /, *args, **kwargs", "*args, **kwargs"
+        else:
+            parameters = "".join(f", a{i}" for i in range(arity)) + ", /"
+            arguments = ", ".join(f"a{i}" for i in range(arity))
         opened = "enter(name_in_frame(template, caller(1)))" if named else "enter()"
         source = (
             "def make(enter, exit, template, name_in_frame, caller):\n"
-            f"    def call(fn{parameters}, /):\n"
+            f"    def call(fn{parameters}):\n"
             f"        handle = {opened}\n"
             "        try:\n"
             f"            return fn({arguments})\n"
@@ -149,7 +133,7 @@ def _fixed_arity_maker(arity: int, named: bool) -> Callable[..., Callable[..., A
         )
         namespace: dict[str, Any] = {}
         exec(compile(source, f"<ncompass call helper/{arity}>", "exec"), namespace)
-        maker = _fixed_arity_makers.setdefault(key, namespace["make"])
+        maker = _call_helper_makers.setdefault(key, namespace["make"])
     return maker
 
 
