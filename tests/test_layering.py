@@ -51,22 +51,22 @@ def append(path: Path, text: str) -> None:
 
 # a lazy import counts as much as a top-level one: both are written inside functions here
 EROSIONS = {
-    "spec imports session": (
+    "spec-imports-session": (
         "ncompass/spec/models.py",
         "def _late() -> None:\n    from ncompass.session import session  # noqa: F401\n",
         "ncompass.spec is not allowed to import ncompass.session",
     ),
-    "traces imports gpu": (
+    "traces-imports-gpu": (
         "ncompass/traces/events.py",
         "def _late() -> None:\n    import ncompass.gpu  # noqa: F401\n",
         "ncompass.traces is not allowed to import ncompass.gpu",
     ),
-    "rewrite and importer import each other": (
+    "rewrite-and-importer-import-each-other": (
         "ncompass/rewrite/plan.py",
         "def _late() -> None:\n    import ncompass.importer.hook  # noqa: F401\n",
         "No cycles are allowed in ncompass.",
     ),
-    "a module imports its own caller": (
+    "a-module-imports-its-own-caller": (
         "ncompass/analysis/rules.py",
         "def _late() -> None:\n    import ncompass.analysis.summary  # noqa: F401\n",
         "No cycles are allowed in ncompass.analysis.",
