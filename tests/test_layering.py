@@ -91,3 +91,14 @@ def test_a_new_package_must_be_given_a_layer(tmp_path: Path) -> None:
     result = lint_imports(project)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "ncompass.newstage" in result.stdout
+
+
+def test_an_exception_that_no_longer_matches_is_a_warning_to_delete_it(tmp_path: Path) -> None:
+    project = copy_project(tmp_path)
+    rank = project / "ncompass" / "remote" / "rank.py"
+    source = rank.read_text()
+    assert "from ncompass.cli import main as cli_main" in source
+    rank.write_text(source.replace("from ncompass.cli import main as cli_main", "cli_main = print"))
+    result = lint_imports(project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No matches for ignored import ncompass.remote.rank -> ncompass.cli." in result.stdout
