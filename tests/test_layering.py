@@ -61,6 +61,11 @@ EROSIONS = {
         "def _late() -> None:\n    import ncompass.gpu  # noqa: F401\n",
         "ncompass.traces is not allowed to import ncompass.gpu",
     ),
+    "traces-imports-rewrite": (
+        "ncompass/traces/link.py",
+        "def _late() -> None:\n    import ncompass.rewrite.source  # noqa: F401\n",
+        "ncompass.traces is not allowed to import ncompass.rewrite",
+    ),
     "rewrite-and-importer-import-each-other": (
         "ncompass/rewrite/plan.py",
         "def _late() -> None:\n    import ncompass.importer.hook  # noqa: F401\n",
