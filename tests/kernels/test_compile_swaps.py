@@ -38,6 +38,7 @@ class CompiledRun:
     compiled_stats: dict[str, OpStats]
     graph_breaks: int
     graphs: int
+    profiled: set[str]
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +68,13 @@ def _eager_then_compiled(
         compiled_call = torch.compile(call, **compile_options)
         compiled = [compiled_call(x) for x in inputs]
         compiled_stats = stats()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+            compiled_call(inputs[0])
+    profiled = {event.name for event in profile.events()}
     breaks = sum(counters["graph_break"].values())
     graphs = counters["stats"]["unique_graphs"]
     torch._dynamo.reset()
-    return CompiledRun(eager, compiled, eager_stats, compiled_stats, breaks, graphs)
+    return CompiledRun(eager, compiled, eager_stats, compiled_stats, breaks, graphs, profiled)
 
 
 @contextlib.contextmanager
@@ -127,6 +131,13 @@ def test_compiled_swapped_demo_model_runs_the_kernels_not_the_fallback(demo: Com
     assert demo.compiled_stats == demo.eager_stats
     assert demo.compiled_stats["linear"] == OpStats(kernel_calls=5)
     assert demo.compiled_stats["layer_norm"] == OpStats(kernel_calls=3)
+
+
+def test_compiled_swapped_calls_show_their_kernel_range_in_a_profile(demo: CompiledRun) -> None:
+    assert {"ncompass.kernels.linear[triton]", "ncompass.kernels.layer_norm[triton]"} <= (
+        demo.profiled
+    )
+    assert any(name.startswith("Torch-Compiled Region") for name in demo.profiled)
 
 
 # -- swap_attention.yaml: transformers' sdpa attention, compiled with dynamic=True ------------
