@@ -45,6 +45,9 @@ class CompiledRun:
 def interpreted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pytest.MonkeyPatch]:
     """Triton's interpreter, a private autotune cache and no tuning, for the whole module."""
     pytest.importorskip("numpy", reason="Triton's interpreter needs numpy")
+    for name in ("gemm", "conv2d", "norm", "attention"):
+        module = sys.modules.get(f"ncompass.kernels.jit.{name}")
+        assert module is None or module.INTERPRETED, "kernels were loaded outside the interpreter"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRITON_INTERPRET", "1")
         patch.setenv("NCOMPASS_AUTOTUNE", "0")
