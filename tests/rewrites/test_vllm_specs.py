@@ -10,9 +10,11 @@ installs) and the ``METADATA`` that tells ``requires: vllm>=0.33,<0.34`` which v
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import shutil
+import string
 import subprocess
 import sys
 import tempfile
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from ncompass.importer.validate import validate_spec
+from ncompass.rewrite.result import rewrite_path
 from ncompass.spec.models import RewriteConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,6 +112,42 @@ def test_every_marker_is_placed_in_the_released_file(
     decorated = (vllm_root / MODELS[model]).read_text()
     # the layer markers sit in the model vLLM compiles whole with fullgraph=True
     assert "@support_torch_compile" in decorated
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_rewritten_file_compiles_to_the_code_the_import_hook_runs(
+    vllm_root: Path, model: str
+) -> None:
+    config = _spec(model)
+    module = config.targets[0].module
+    result = rewrite_path(vllm_root / MODELS[model], config.targets, config, module)
+    code = result.compile()
+    assert code.co_filename.endswith(MODELS[model])
+    placed = {site["name"] for site in result.manifest()}
+    target = config.targets[0]
+    assert placed == {m.name for m in [*target.functions, *target.calls, *target.ranges]}
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_templated_names_use_only_names_the_module_defines(vllm_root: Path, model: str) -> None:
+    tree = ast.parse((vllm_root / MODELS[model]).read_text())
+    defined = {"self"}
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            defined |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            defined.add(node.name)
+    target = _spec(model).targets[0]
+    for marker in [*target.functions, *target.calls, *target.ranges]:
+        used = _names_in_template(marker.name or "")
+        assert used <= defined, f"{marker.name}: {sorted(used - defined)}"
+
+
+def _names_in_template(name: str) -> set[str]:
+    """The variable names the ``{expr}`` parts of a marker name read."""
+    fields = [field for _, field, _, _ in string.Formatter().parse(name) if field]
+    trees = [ast.parse(field, mode="eval") for field in fields]
+    return {node.id for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
 def test_spec_validate_command_accepts_both_specs(vllm_root: Path) -> None:
