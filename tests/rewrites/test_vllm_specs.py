@@ -11,6 +11,7 @@ installs) and the ``METADATA`` that tells ``requires: vllm>=0.33,<0.34`` which v
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import os
 import shutil
@@ -71,17 +72,26 @@ def _extract_vllm_sources(root: Path) -> None:
         with zipfile.ZipFile(wheels[0]) as wheel:
             for member in MEMBERS:
                 wheel.extract(member, staged)
-        shutil.rmtree(root, ignore_errors=True)
-        staged.rename(root)  # whole or not at all: an interrupted run leaves no half folder
+        # whole or not at all: an interrupted run leaves no half folder; a test process that
+        # got there first (pytest -n) keeps its folder, which holds the same files
+        with contextlib.suppress(OSError):
+            staged.rename(root)
+        if not _complete(root):  # a stale folder, from an older version of this test
+            shutil.rmtree(root)
+            staged.rename(root)
 
 
 @pytest.fixture(scope="module")
 def vllm_root() -> Path:
     """A folder holding vLLM 0.33.0's model files as its wheel installs them."""
     root = _cache_root()
-    if not all((root / member).is_file() for member in MEMBERS):
+    if not _complete(root):
         _extract_vllm_sources(root)
     return root
+
+
+def _complete(root: Path) -> bool:
+    return all((root / member).is_file() for member in MEMBERS)
 
 
 def _spec(model: str) -> RewriteConfig:
