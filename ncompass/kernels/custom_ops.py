@@ -14,7 +14,9 @@ The ops are forward-only (no autograd formula is registered): a traced call that
 is traced as the PyTorch reference instead, as an eager call falls back to it.
 
 Importing this module registers the ops (``ncompass.kernels.ops`` imports it, so importing
-``ncompass`` does not); importing it again, after its module was dropped, reuses them.
+``ncompass`` does not); importing it again, after its module was dropped, reuses them. They
+need torch 2.4 or later (``torch.library.custom_op``); with an older torch the ops never take
+this path and Dynamo traces into them, as it did before they existed.
 """
 
 from __future__ import annotations
@@ -29,16 +31,35 @@ from ncompass.kernels import reference
 
 NAMESPACE = "ncompass"
 
+SUPPORTED: bool = hasattr(torch.library, "custom_op")
+"""Whether this torch can define the custom ops (2.4 and later)."""
+
 _Op = Callable[..., Any]
 
 
-def _custom_op(name: str, implementation: _Op, fake: _Op) -> _Op:
-    """``torch.ops.ncompass.<name>``, defined on first use and reused afterwards."""
+def _never_compiling() -> bool:
+    return False
+
+
+is_compiling: Callable[[], bool] = torch.compiler.is_compiling if SUPPORTED else _never_compiling
+"""What the ops ask before each call; Dynamo answers True while it traces (torch's own check)."""
+
+
+def _custom_op(name: str, schema: str, implementation: _Op, fake: _Op) -> _Op:
+    """``torch.ops.ncompass.<name>``, defined on first use and reused afterwards.
+
+    The schema is written out rather than inferred from annotations, which this module's
+    ``from __future__ import annotations`` turns into strings some torch versions cannot read.
+    """
+    if not SUPPORTED:
+        return implementation  # never called while tracing: is_compiling() says False
     qualname = f"{NAMESPACE}::{name}"
-    existing = torch._library.custom_ops.OPDEFS.get(qualname)
-    if existing is not None:
-        return existing  # type: ignore[no-any-return]
-    op = torch.library.custom_op(qualname, implementation, mutates_args=())
+    defined = getattr(torch._library.custom_ops, "OPDEFS", {}).get(qualname)
+    if defined is not None:
+        return defined  # type: ignore[no-any-return]
+    if hasattr(torch.ops.ncompass, name):  # defined, where torch does not keep definitions
+        return getattr(torch.ops.ncompass, name).default  # type: ignore[no-any-return]
+    op = torch.library.custom_op(qualname, implementation, mutates_args=(), schema=schema)
     op.register_fake(fake)
     return op  # type: ignore[no-any-return]
 
@@ -209,13 +230,40 @@ def _attention_fake(
     return _fake(out)
 
 
-linear = _custom_op("linear", _linear, _linear_fake)
-matmul = _custom_op("matmul", _matmul, _matmul_fake)
-conv2d = _custom_op("conv2d", _conv2d, _conv2d_fake)
-layer_norm = _custom_op("layer_norm", _layer_norm, _layer_norm_fake)
-rms_norm = _custom_op("rms_norm", _rms_norm, _rms_norm_fake)
+linear = _custom_op(
+    "linear",
+    "(Tensor input, Tensor weight, Tensor? bias, str activation) -> Tensor",
+    _linear,
+    _linear_fake,
+)
+matmul = _custom_op(
+    "matmul", "(Tensor a, Tensor b, str activation) -> Tensor", _matmul, _matmul_fake
+)
+conv2d = _custom_op(
+    "conv2d",
+    "(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, str? padding_name,"
+    " int[] dilation, int groups, str activation) -> Tensor",
+    _conv2d,
+    _conv2d_fake,
+)
+layer_norm = _custom_op(
+    "layer_norm",
+    "(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> Tensor",
+    _layer_norm,
+    _layer_norm_fake,
+)
+rms_norm = _custom_op(
+    "rms_norm",
+    "(Tensor input, SymInt[] normalized_shape, Tensor? weight, float? eps) -> Tensor",
+    _rms_norm,
+    _rms_norm_fake,
+)
 scaled_dot_product_attention = _custom_op(
-    "scaled_dot_product_attention", _attention, _attention_fake
+    "scaled_dot_product_attention",
+    "(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, float dropout_p, bool is_causal,"
+    " float? scale, bool enable_gqa) -> Tensor",
+    _attention,
+    _attention_fake,
 )
 
 
@@ -226,8 +274,10 @@ def needs_autograd(*tensors: Tensor | None) -> bool:
 
 __all__ = [
     "NAMESPACE",
+    "SUPPORTED",
     "conv2d",
     "conv2d_arguments",
+    "is_compiling",
     "layer_norm",
     "linear",
     "matmul",

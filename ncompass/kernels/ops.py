@@ -31,6 +31,7 @@ import torch
 from ncompass.kernels import conditions, custom_ops, execute, reference
 from ncompass.kernels.backend import unavailable_reason
 from ncompass.kernels.catalog import KERNEL_MODULES, OPS
+from ncompass.kernels.custom_ops import is_compiling
 from ncompass.kernels.stats import record_fallback, record_kernel
 
 _IDLE = contextlib.nullcontext()
@@ -55,7 +56,7 @@ def conv2d(
     if input.dim() == 3 and weight.dim() == 4:
         batched = input.unsqueeze(0)
         return conv2d(batched, weight, bias, stride, padding, dilation, groups, activation=act)[0]
-    if torch.compiler.is_compiling():
+    if is_compiling():
         if custom_ops.needs_autograd(input, weight, bias):
             return reference.conv2d(input, weight, bias, stride, padding, dilation, groups, act)
         arguments = custom_ops.conv2d_arguments(stride, padding, dilation)
@@ -79,7 +80,7 @@ def linear(
     ``input`` is ``(..., K)``, any layout; the weight is read transposed in place, never copied.
     """
     act = conditions.check_activation(activation)
-    if torch.compiler.is_compiling():
+    if is_compiling():
         if custom_ops.needs_autograd(input, weight, bias):
             return reference.linear(input, weight, bias, act)
         return custom_ops.linear(input, weight, bias, act)
@@ -108,7 +109,7 @@ def linear(
 def matmul(a: Any, b: Any, *, activation: str | None = None) -> Any:
     """``a @ b`` (then ``activation``) for 2-D operands on the GEMM kernel."""
     act = conditions.check_activation(activation)
-    if torch.compiler.is_compiling():
+    if is_compiling():
         if custom_ops.needs_autograd(a, b):
             return reference.matmul(a, b, act)
         return custom_ops.matmul(a, b, act)
@@ -129,7 +130,7 @@ def layer_norm(
     eps: float = 1e-5,
 ) -> Any:
     """``torch.nn.functional.layer_norm`` on the fused row-normalisation kernel."""
-    if torch.compiler.is_compiling():
+    if is_compiling():
         if custom_ops.needs_autograd(input, weight, bias):
             return reference.layer_norm(input, normalized_shape, weight, bias, eps)
         shape = custom_ops.norm_shape(normalized_shape)
@@ -154,7 +155,7 @@ def rms_norm(
     ``eps=None`` means the machine epsilon of the computation type, as in PyTorch (float32's
     for float16 and bfloat16 inputs).
     """
-    if torch.compiler.is_compiling():
+    if is_compiling():
         if custom_ops.needs_autograd(input, weight):
             return reference.rms_norm(input, normalized_shape, weight, eps)
         shape = custom_ops.norm_shape(normalized_shape)
@@ -191,7 +192,7 @@ def scaled_dot_product_attention(
 
     The kernel runs unmasked or causal attention without dropout; other calls run PyTorch.
     """
-    if torch.compiler.is_compiling():
+    if is_compiling():
         if custom_ops.needs_autograd(query, key, value, attn_mask):
             return reference.scaled_dot_product_attention(
                 query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
