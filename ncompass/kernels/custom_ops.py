@@ -13,15 +13,16 @@ Inductor plans the memory after the node from the fake output's strides.
 The ops are forward-only (no autograd formula is registered): a traced call that needs autograd
 is traced as the PyTorch reference instead, as an eager call falls back to it.
 
-Importing this module registers the ops (``ncompass.kernels.ops`` imports it, so importing
-``ncompass`` does not); importing it again, after its module was dropped, reuses them. They
+``ncompass.kernels.ops`` defines them with :func:`define` when it is imported (so importing
+``ncompass`` does not); defining them again, after that module was dropped, reuses them. They
 need torch 2.4 or later (``torch.library.custom_op``); with an older torch the ops never take
 this path and Dynamo traces into them, as it did before they existed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,6 +36,7 @@ SUPPORTED: bool = hasattr(torch.library, "custom_op")
 """Whether this torch can define the custom ops (2.4 and later)."""
 
 _Op = Callable[..., Any]
+_Call = Callable[..., Tensor]  # (the op or its reference, *the custom op's arguments) -> output
 
 
 def _never_compiling() -> bool:
@@ -45,7 +47,7 @@ is_compiling: Callable[[], bool] = torch.compiler.is_compiling if SUPPORTED else
 """What the ops ask before each call; Dynamo answers True while it traces (torch's own check)."""
 
 
-def _custom_op(name: str, schema: str, implementation: _Op, fake: _Op) -> _Op:
+def _custom_op(name: str, schema: str, *, implementation: _Op, fake: _Op) -> _Op:
     """``torch.ops.ncompass.<name>``, defined on first use and reused afterwards.
 
     The schema is written out rather than inferred from annotations, which this module's
@@ -64,45 +66,55 @@ def _custom_op(name: str, schema: str, implementation: _Op, fake: _Op) -> _Op:
     return op  # type: ignore[no-any-return]
 
 
-def _owned(out: Tensor) -> Tensor:
-    """``out`` in the contiguous layout the fake output promises."""
-    return out.contiguous()
+@dataclass(frozen=True)
+class CustomOps:
+    """The custom ops, one per op: ``torch.ops.ncompass.<op>`` (see :func:`define`)."""
+
+    conv2d: _Op
+    linear: _Op
+    matmul: _Op
+    layer_norm: _Op
+    rms_norm: _Op
+    scaled_dot_product_attention: _Op
 
 
-def _fake(out: Tensor) -> Tensor:
-    return torch.empty_like(out, memory_format=torch.contiguous_format)
+def define(eager: Mapping[str, _Op]) -> CustomOps:
+    """The custom ops, each running the op of the same name in ``eager`` when a graph runs it.
+
+    Args:
+        eager: The ops as called outside compiled code, by name; they have the signatures of
+            the PyTorch references, which give the traced shapes.
+    """
+    defined = {
+        name: _custom_op(
+            name,
+            schema,
+            implementation=_running(call, eager[name]),
+            fake=_tracing(call, getattr(reference, name)),
+        )
+        for name, (schema, call) in _CALLS.items()
+    }
+    return CustomOps(**defined)
 
 
-def _eager() -> Any:
-    # ops imports this module to call the custom ops; the ops call back into it at run time
-    from ncompass.kernels import ops
+def _running(call: _Call, function: _Op) -> _Op:
+    def implementation(*args: Any) -> Tensor:
+        # contiguous: the layout the fake output promised the graph
+        return call(function, *args).contiguous()
 
-    return ops
-
-
-# -- linear, matmul ---------------------------------------------------------------------------
+    return implementation
 
 
-def _linear(input: Tensor, weight: Tensor, bias: Tensor | None, activation: str) -> Tensor:
-    return _owned(_eager().linear(input, weight, bias, activation=activation))
+def _tracing(call: _Call, function: _Op) -> _Op:
+    def fake(*args: Any) -> Tensor:
+        out = call(function, *args)
+        return torch.empty_like(out, memory_format=torch.contiguous_format)
 
-
-def _linear_fake(input: Tensor, weight: Tensor, bias: Tensor | None, activation: str) -> Tensor:
-    return _fake(reference.linear(input, weight, bias, activation))
-
-
-def _matmul(a: Tensor, b: Tensor, activation: str) -> Tensor:
-    return _owned(_eager().matmul(a, b, activation=activation))
-
-
-def _matmul_fake(a: Tensor, b: Tensor, activation: str) -> Tensor:
-    return _fake(reference.matmul(a, b, activation))
-
-
-# -- conv2d -----------------------------------------------------------------------------------
+    return fake
 
 
 def _conv2d(
+    f: _Op,
     input: Tensor,
     weight: Tensor,
     bias: Tensor | None,
@@ -114,28 +126,76 @@ def _conv2d(
     activation: str,
 ) -> Tensor:
     pad: Any = padding_name or list(padding)
-    out = _eager().conv2d(
-        input, weight, bias, list(stride), pad, list(dilation), groups, activation=activation
-    )
-    return _owned(out)
+    return f(input, weight, bias, list(stride), pad, list(dilation), groups, activation=activation)
 
 
-def _conv2d_fake(
+def _linear(f: _Op, input: Tensor, weight: Tensor, bias: Tensor | None, activation: str) -> Tensor:
+    return f(input, weight, bias, activation=activation)
+
+
+def _matmul(f: _Op, a: Tensor, b: Tensor, activation: str) -> Tensor:
+    return f(a, b, activation=activation)
+
+
+def _layer_norm(
+    f: _Op,
     input: Tensor,
-    weight: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None,
     bias: Tensor | None,
-    stride: Sequence[int],
-    padding: Sequence[int],
-    padding_name: str | None,
-    dilation: Sequence[int],
-    groups: int,
-    activation: str,
+    eps: float,
 ) -> Tensor:
-    pad: Any = padding_name or list(padding)
-    out = reference.conv2d(
-        input, weight, bias, list(stride), pad, list(dilation), groups, activation
-    )
-    return _fake(out)
+    return f(input, list(normalized_shape), weight, bias, eps)
+
+
+def _rms_norm(
+    f: _Op,
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None,
+    eps: float | None,
+) -> Tensor:
+    return f(input, list(normalized_shape), weight, eps)
+
+
+def _attention(
+    f: _Op,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    enable_gqa: bool,
+) -> Tensor:
+    return f(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+# op -> (its custom op's schema, how the custom op's arguments call the op or its reference)
+_CALLS: dict[str, tuple[str, _Call]] = {
+    "conv2d": (
+        "(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding,"
+        " str? padding_name, int[] dilation, int groups, str activation) -> Tensor",
+        _conv2d,
+    ),
+    "linear": ("(Tensor input, Tensor weight, Tensor? bias, str activation) -> Tensor", _linear),
+    "matmul": ("(Tensor a, Tensor b, str activation) -> Tensor", _matmul),
+    "layer_norm": (
+        "(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps)"
+        " -> Tensor",
+        _layer_norm,
+    ),
+    "rms_norm": (
+        "(Tensor input, SymInt[] normalized_shape, Tensor? weight, float? eps) -> Tensor",
+        _rms_norm,
+    ),
+    "scaled_dot_product_attention": (
+        "(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, float dropout_p,"
+        " bool is_causal, float? scale, bool enable_gqa) -> Tensor",
+        _attention,
+    ),
+}
 
 
 def conv2d_arguments(stride: Any, padding: Any, dilation: Any) -> tuple[Any, ...]:
@@ -150,121 +210,13 @@ def conv2d_arguments(stride: Any, padding: Any, dilation: Any) -> tuple[Any, ...
     return _ints(stride), _ints(padding), None, _ints(dilation)
 
 
-def _ints(value: Any) -> list[int]:
-    return [value, value] if isinstance(value, int) else list(value)
-
-
-# -- norms ------------------------------------------------------------------------------------
-
-
-def _layer_norm(
-    input: Tensor,
-    normalized_shape: Sequence[int],
-    weight: Tensor | None,
-    bias: Tensor | None,
-    eps: float,
-) -> Tensor:
-    return _owned(_eager().layer_norm(input, list(normalized_shape), weight, bias, eps))
-
-
-def _layer_norm_fake(
-    input: Tensor,
-    normalized_shape: Sequence[int],
-    weight: Tensor | None,
-    bias: Tensor | None,
-    eps: float,
-) -> Tensor:
-    return _fake(reference.layer_norm(input, list(normalized_shape), weight, bias, eps))
-
-
-def _rms_norm(
-    input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, eps: float | None
-) -> Tensor:
-    return _owned(_eager().rms_norm(input, list(normalized_shape), weight, eps))
-
-
-def _rms_norm_fake(
-    input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, eps: float | None
-) -> Tensor:
-    return _fake(reference.rms_norm(input, list(normalized_shape), weight, eps))
-
-
 def norm_shape(normalized_shape: Sequence[int] | int) -> list[int]:
     """``normalized_shape`` as the custom ops take it (an int list)."""
     return [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
 
 
-# -- attention --------------------------------------------------------------------------------
-
-
-def _attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attn_mask: Tensor | None,
-    dropout_p: float,
-    is_causal: bool,
-    scale: float | None,
-    enable_gqa: bool,
-) -> Tensor:
-    ops = _eager()
-    out = ops.scaled_dot_product_attention(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
-    )
-    return _owned(out)
-
-
-def _attention_fake(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attn_mask: Tensor | None,
-    dropout_p: float,
-    is_causal: bool,
-    scale: float | None,
-    enable_gqa: bool,
-) -> Tensor:
-    out = reference.scaled_dot_product_attention(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
-    )
-    return _fake(out)
-
-
-linear = _custom_op(
-    "linear",
-    "(Tensor input, Tensor weight, Tensor? bias, str activation) -> Tensor",
-    _linear,
-    _linear_fake,
-)
-matmul = _custom_op(
-    "matmul", "(Tensor a, Tensor b, str activation) -> Tensor", _matmul, _matmul_fake
-)
-conv2d = _custom_op(
-    "conv2d",
-    "(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, str? padding_name,"
-    " int[] dilation, int groups, str activation) -> Tensor",
-    _conv2d,
-    _conv2d_fake,
-)
-layer_norm = _custom_op(
-    "layer_norm",
-    "(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> Tensor",
-    _layer_norm,
-    _layer_norm_fake,
-)
-rms_norm = _custom_op(
-    "rms_norm",
-    "(Tensor input, SymInt[] normalized_shape, Tensor? weight, float? eps) -> Tensor",
-    _rms_norm,
-    _rms_norm_fake,
-)
-scaled_dot_product_attention = _custom_op(
-    "scaled_dot_product_attention",
-    "(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, float dropout_p, bool is_causal,"
-    " float? scale, bool enable_gqa) -> Tensor",
-    _attention,
-    _attention_fake,
-)
+def _ints(value: Any) -> list[int]:
+    return [value, value] if isinstance(value, int) else list(value)
 
 
 def needs_autograd(*tensors: Tensor | None) -> bool:
@@ -275,14 +227,10 @@ def needs_autograd(*tensors: Tensor | None) -> bool:
 __all__ = [
     "NAMESPACE",
     "SUPPORTED",
-    "conv2d",
+    "CustomOps",
     "conv2d_arguments",
+    "define",
     "is_compiling",
-    "layer_norm",
-    "linear",
-    "matmul",
     "needs_autograd",
     "norm_shape",
-    "rms_norm",
-    "scaled_dot_product_attention",
 ]

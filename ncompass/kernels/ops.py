@@ -60,7 +60,7 @@ def conv2d(
         if custom_ops.needs_autograd(input, weight, bias):
             return reference.conv2d(input, weight, bias, stride, padding, dilation, groups, act)
         arguments = custom_ops.conv2d_arguments(stride, padding, dilation)
-        return custom_ops.conv2d(input, weight, bias, *arguments, groups, act)
+        return CUSTOM_OPS.conv2d(input, weight, bias, *arguments, groups, act)
     return _dispatch(
         "conv2d",
         (input, weight, bias),
@@ -83,7 +83,7 @@ def linear(
     if is_compiling():
         if custom_ops.needs_autograd(input, weight, bias):
             return reference.linear(input, weight, bias, act)
-        return custom_ops.linear(input, weight, bias, act)
+        return CUSTOM_OPS.linear(input, weight, bias, act)
     leading = tuple(input.shape[:-1])
 
     def problem() -> Any:
@@ -112,7 +112,7 @@ def matmul(a: Any, b: Any, *, activation: str | None = None) -> Any:
     if is_compiling():
         if custom_ops.needs_autograd(a, b):
             return reference.matmul(a, b, act)
-        return custom_ops.matmul(a, b, act)
+        return CUSTOM_OPS.matmul(a, b, act)
     return _dispatch(
         "matmul",
         (a, b),
@@ -134,7 +134,7 @@ def layer_norm(
         if custom_ops.needs_autograd(input, weight, bias):
             return reference.layer_norm(input, normalized_shape, weight, bias, eps)
         shape = custom_ops.norm_shape(normalized_shape)
-        return custom_ops.layer_norm(input, shape, weight, bias, eps)
+        return CUSTOM_OPS.layer_norm(input, shape, weight, bias, eps)
     return _dispatch(
         "layer_norm",
         (input, weight, bias),
@@ -159,7 +159,7 @@ def rms_norm(
         if custom_ops.needs_autograd(input, weight):
             return reference.rms_norm(input, normalized_shape, weight, eps)
         shape = custom_ops.norm_shape(normalized_shape)
-        return custom_ops.rms_norm(input, shape, weight, eps)
+        return CUSTOM_OPS.rms_norm(input, shape, weight, eps)
 
     def problem() -> Any:
         resolved = eps
@@ -197,7 +197,7 @@ def scaled_dot_product_attention(
             return reference.scaled_dot_product_attention(
                 query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
             )
-        return custom_ops.scaled_dot_product_attention(
+        return CUSTOM_OPS.scaled_dot_product_attention(
             query, key, value, attn_mask, float(dropout_p), bool(is_causal), scale, enable_gqa
         )
     return _dispatch(
@@ -261,6 +261,18 @@ def _marker(name: str) -> contextlib.AbstractContextManager[Any]:
 
 
 _KERNEL_MODULES = {op: KERNEL_MODULES[spec.kernel] for op, spec in OPS.items()}
+
+CUSTOM_OPS = custom_ops.define(
+    {
+        "conv2d": conv2d,
+        "linear": linear,
+        "matmul": matmul,
+        "layer_norm": layer_norm,
+        "rms_norm": rms_norm,
+        "scaled_dot_product_attention": scaled_dot_product_attention,
+    }
+)
+"""What the ops call while Dynamo traces: ``torch.ops.ncompass.<op>``, which run the ops above."""
 
 
 __all__ = ["conv2d", "layer_norm", "linear", "matmul", "rms_norm", "scaled_dot_product_attention"]
