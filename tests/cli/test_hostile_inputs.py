@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -238,6 +239,7 @@ def test_session_feedback_text_has_a_length_limit(tmp_path: Path) -> None:
     assert_refused(code, stderr, "the most accepted is 10,000")
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="sqlite3 limits need Python 3.11")
 def test_convert_refuses_a_report_value_past_the_limit(tmp_path: Path) -> None:
     report = tmp_path / "huge.sqlite"
     with sqlite3.connect(report) as db:

@@ -180,6 +180,7 @@ class ReportSchema:
 
 MAX_VALUE_BYTES = 16 << 20
 """Largest single value (a name, an NVTX message or payload) read from a report export."""
+_SQLITE_LIMIT_LENGTH = 0  # sqlite3.SQLITE_LIMIT_LENGTH, named there from Python 3.11 on
 
 
 def open_report(path: Path) -> sqlite3.Connection:
@@ -196,7 +197,9 @@ def open_report(path: Path) -> sqlite3.Connection:
         connection.execute("PRAGMA temp_store = FILE")
         connection.execute("PRAGMA cache_size = -8192")  # 8 MiB of page cache
         # A single value past this is refused (sqlite3.DataError) instead of read into memory.
-        connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        set_limit = getattr(connection, "setlimit", None)  # Python 3.11+
+        if set_limit is not None:
+            set_limit(_SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     except sqlite3.DatabaseError as error:
         raise TraceError(
             f"{path}: not an SQLite database ({error}); pass an .nsys-rep report or the "
