@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ncompass.errors import CaptureError, TraceError
 from ncompass.gpu import DeviceSpec, GpuMonitor, GpuSummary
 from ncompass.gpu import timeline as gpu_timeline
-from ncompass.traces.counters import append_events, counter_placement
+from ncompass.traces.counters import CounterPlacement, append_counter_tracks
 
 LOW_UTILISATION_PERCENT = 30.0
 
@@ -67,13 +68,15 @@ def finish(monitor: GpuMonitor, trace_path: Path | None) -> GpuTimeline:
     result = GpuTimeline(summaries=list(monitor.summaries))
     if trace_path is None or not monitor.samples:
         return result
-    try:
-        placement = counter_placement(trace_path)
+
+    def counters_at(placement: CounterPlacement) -> list[dict[str, Any]]:
         added = [gpu_timeline.process_name_event(placement.pid)] if placement.new_process else []
-        added += gpu_timeline.counter_events(
+        return added + gpu_timeline.counter_events(
             monitor.samples, pid=placement.pid, clock_offset_us=placement.clock_offset_us
         )
-        result.counter_events = append_events(trace_path, added)
+
+    try:
+        placement, result.counter_events = append_counter_tracks(trace_path, counters_at)
     except TraceError as error:
         raise CaptureError(f"cannot add GPU counters to the trace: {error}") from None
     stretches = gpu_timeline.low_utilisation_stretches(

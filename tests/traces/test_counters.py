@@ -19,7 +19,7 @@ from ncompass.gpu.timeline import (
     process_name_event,
     torch_trace_clock_offset_us,
 )
-from ncompass.traces.counters import append_events, counter_placement
+from ncompass.traces.counters import CounterPlacement, append_counter_tracks, counter_placement
 from tests.traces.builders import shared_trace
 
 MS_NS = 1_000_000
@@ -39,10 +39,14 @@ def samples_from(base_ns: int) -> list[GpuSample]:
 
 def add_by_streaming(path: Path, samples: list[GpuSample]) -> int:
     """What ``ncompass run --gpu-monitor`` does, on the streaming pass."""
-    placement = counter_placement(path)
-    added = [process_name_event(placement.pid)] if placement.new_process else []
-    added += counter_events(samples, pid=placement.pid, clock_offset_us=placement.clock_offset_us)
-    return append_events(path, added)
+
+    def counters_at(placement: CounterPlacement) -> list[dict[str, Any]]:
+        added = [process_name_event(placement.pid)] if placement.new_process else []
+        return added + counter_events(
+            samples, pid=placement.pid, clock_offset_us=placement.clock_offset_us
+        )
+
+    return append_counter_tracks(path, counters_at)[1]
 
 
 @pytest.mark.parametrize("name", ["torch", "shared"])
@@ -82,6 +86,6 @@ def test_a_corrupt_trace_is_left_as_it_was(tmp_path: Path) -> None:
     trace.write_text('{"traceEvents": [{"ph": "X", "ts": 1}, {"ph": ')
     before = trace.read_bytes()
     with pytest.raises(TraceError, match=r"truncated|cannot read"):
-        append_events(trace, [{"ph": "C", "ts": 0}])
+        append_counter_tracks(trace, lambda placement: [{"ph": "C", "ts": 0}])
     assert trace.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
