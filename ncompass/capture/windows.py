@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ncompass.capture.backends.torch import TraceWindow
 from ncompass.errors import CaptureError, TraceError
 from ncompass.traces.windows import WindowCut
 from ncompass.traces.windows import write_windows as cut_windows
+
+if TYPE_CHECKING:  # the torch backend imports this module when it has windows to write
+    from ncompass.capture.backends.torch import TraceWindow
 
 
 def write_windows(trace_path: Path, windows: Sequence[TraceWindow]) -> list[Path]:
