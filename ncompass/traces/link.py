@@ -3,9 +3,9 @@
 What is kept grows with the markers, the CPU-side launches and the GPU events (stored as compact
 columns), not with the file: CPU operators are folded into per-name aggregates on the fly.
 
-Linking follows DESIGN.md "Trace analysis contracts": a GPU event belongs to the CPU launch with
-the same ``args.correlation`` (flow events are not needed); a launch belongs to the innermost
-marker (``user_annotation``) that encloses its start on the same thread.
+Linking follows docs/architecture.md "Trace analysis contracts": a GPU event belongs to the CPU
+launch with the same ``args.correlation`` (flow events are not needed); a launch belongs to the
+innermost marker (``user_annotation``) that encloses its start on the same thread.
 """
 
 from __future__ import annotations
