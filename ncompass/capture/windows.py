@@ -9,17 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ncompass.errors import CaptureError, TraceError
 from ncompass.traces.windows import WindowCut
 from ncompass.traces.windows import write_windows as cut_windows
 
-if TYPE_CHECKING:  # the torch backend imports this module when it has windows to write
-    from ncompass.capture.backends.torch import TraceWindow
+
+class Window(Protocol):
+    """What the torch backend records per nested call (its ``TraceWindow``)."""
+
+    @property
+    def marker(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def output_path(self) -> Path: ...
 
 
-def write_windows(trace_path: Path, windows: Sequence[TraceWindow]) -> list[Path]:
+def write_windows(trace_path: Path, windows: Sequence[Window]) -> list[Path]:
     """Write one trace per window, cut from the trace at ``trace_path``.
 
     Raises:
