@@ -45,6 +45,7 @@ from ncompass.importer.script import (
     run_script,
 )
 from ncompass.importer.targets import unmet_requirement
+from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.spec.merge import merge_specs
 from ncompass.spec.models import RewriteConfig, TargetSpec
 
@@ -131,6 +132,10 @@ def run(options: RunOptions) -> RunResult:
     entry = options.script or options.module or "run"
     name = options.trace_name or timestamped_name(Path(entry).stem if options.script else entry)
     trace_path = folder / f"{safe_name(name)}.json" if options.trace_name else None
+    if trace_path is not None:
+        files = [*options.specs, options.script]
+        inputs = [item for item in files if isinstance(item, str | Path)]
+        refuse_overwriting_inputs(trace_path, inputs)
     probe = make_profiler(options.profiler, Path(os.devnull))
     default_context = probe.marker_context
     if default_context == "torch" and os.environ.get(NVTX_INJECTION_ENV):

@@ -29,12 +29,22 @@ from ncompass.importer.hook import (
     enable_rewrites,
 )
 from ncompass.importer.registry import REGISTRY
+from ncompass.overwrite_guard import same_file
 from ncompass.session.history import IterationRecord, MarkerTime
-from ncompass.session.planner import EntryPoint, MarkerPlanner, Proposal, TargetKey, extend_config
+from ncompass.session.planner import (
+    EntryPoint,
+    MarkerPlanner,
+    Proposal,
+    SessionInputError,
+    TargetKey,
+    extend_config,
+)
 from ncompass.session.store import SessionError, SessionStore
 from ncompass.session.summaries import SummaryCache
 from ncompass.spec.models import RewriteConfig
 
+MAX_FEEDBACK_CHARS = 10_000
+"""Longest feedback text a session accepts (a question, not a document)."""
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 # The spec a session last enabled rewrites with (rewrites are process-wide).
@@ -286,8 +296,8 @@ class ProfilingSession:
         path = self._trace(trace_path)
         stem = path.name.removesuffix(".gz").removesuffix(".json")
         output = Path(output_path) if output_path else path.with_name(f"{stem}.filtered.json")
-        kept = {Path(record.trace_path).resolve() for record in self.iterations}
-        if output.resolve() in kept | {path.resolve()}:
+        kept = [path, *(Path(record.trace_path) for record in self.iterations)]
+        if any(same_file(output, trace) for trace in kept):
             raise SessionError(
                 f"filter_trace: output_path {output} is a trace this session keeps; "
                 "give another output_path (or none: <trace>.filtered.json)"
@@ -318,8 +328,14 @@ class ProfilingSession:
             The updated (pending) configuration, applied by :meth:`apply_targeted_markers`.
 
         Raises:
-            SessionInputError: the module cannot be found or the lines hold no code.
+            SessionInputError: the module cannot be found or the lines hold no code, or the
+                text is longer than ``MAX_FEEDBACK_CHARS``.
         """
+        if len(feedback_text) > MAX_FEEDBACK_CHARS:
+            raise SessionInputError(
+                f"the feedback text has {len(feedback_text):,} characters; the most accepted is "
+                f"{MAX_FEEDBACK_CHARS:,}: say what you want to know in a few sentences"
+            )
         base = self._pending or self.config
         planner = MarkerPlanner(base, self._entry)
         feedback = {
