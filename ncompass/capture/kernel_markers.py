@@ -17,11 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.capture.compiled_kernels import CompiledKernel
-from ncompass.traces.annotate import annotate_trace
+from ncompass.traces.annotate import KERNEL_MARKERS_ARG, annotate_trace
 from ncompass.traces.events import Event
-
-MARKERS_ARG = "ncompass_markers"
-"""The ``args`` key listing the markers a compiled kernel's event came from, innermost first."""
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")  # C++ kernels record as graph_{id}_{kernel name}
 
@@ -95,7 +92,7 @@ class KernelAttribution:
             return None
         name = event.get("name")
         markers = self.markers_of(name) if isinstance(name, str) else None
-        return {MARKERS_ARG: markers} if markers else None
+        return {KERNEL_MARKERS_ARG: markers} if markers else None
 
 
 def attribute_kernels(
@@ -142,7 +139,6 @@ def _real(file: str) -> str:
 
 
 __all__ = [
-    "MARKERS_ARG",
     "KernelAttribution",
     "MarkerSpan",
     "annotate_kernel_events",

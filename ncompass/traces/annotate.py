@@ -16,6 +16,10 @@ from ncompass.traces.events import Event
 from ncompass.traces.reader import TraceReader
 from ncompass.traces.writer import TraceWriter
 
+KERNEL_MARKERS_ARG = "ncompass_markers"
+"""The ``args`` key naming, in a compiled kernel's event, the markers its source lines are in
+(innermost first)."""
+
 ArgsFor = Callable[[Event], Mapping[str, Any] | None]
 """Given an event, the ``args`` entries to add to it (None or empty: leave it as it is)."""
 
@@ -68,4 +72,4 @@ def annotate_trace(path: str | Path, args_for: ArgsFor, *, progress: bool | None
     return changed
 
 
-__all__ = ["ArgsFor", "annotate_trace"]
+__all__ = ["KERNEL_MARKERS_ARG", "ArgsFor", "annotate_trace"]
