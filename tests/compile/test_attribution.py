@@ -1,0 +1,209 @@
+"""Compiled kernels traced back to the source: a module whose ``forward`` has three marked line
+ranges, compiled with ``torch.compile`` and run under ``ncompass run --profiler torch``.
+
+Each range compiles into a C++ kernel of its own (the matmuls between them keep Inductor from
+fusing them); every kernel event must name its range's marker, then the enclosing ``forward``
+marker. The program is compiled and run once, in a subprocess, for the whole module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ncompass.cli import ncompass_cli
+from ncompass.traces.reader import TraceReader
+from tests.conftest import REPO
+
+pytest.importorskip("torch")
+
+MODULE = '''
+"""Three line ranges, three Inductor kernels."""
+
+import torch
+
+from ncompass import capture_trace
+
+
+class ThreeRegions(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(64, 64))
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(a) + 1.0
+        h = x @ self.weight
+        y = torch.sigmoid(h) * 2.0
+        g = y @ self.weight
+        z = torch.tanh(g).sum(dim=-1)
+        return z
+
+
+@capture_trace(trace_name="last_step")
+def last_step(model: torch.nn.Module) -> torch.Tensor:
+    return model(torch.randn(64, 64))
+
+
+def main() -> None:
+    model = torch.compile(ThreeRegions())
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(64, 64))
+        last_step(model)
+'''
+
+SOURCE = textwrap.dedent(MODULE).lstrip("\n")
+# Each range's marker name and the line of its statement in MODULE.
+STATEMENTS = {
+    "relu_add": "x = torch.relu(a) + 1.0",
+    "sigmoid_mul": "y = torch.sigmoid(h) * 2.0",
+    "tanh_sum": "z = torch.tanh(g).sum(dim=-1)",
+}
+RANGES = {
+    name: next(n for n, line in enumerate(SOURCE.splitlines(), 1) if line.strip() == statement)
+    for name, statement in STATEMENTS.items()
+}
+# The kernel Inductor makes from each range (the ops it fuses).
+KERNEL_OF_RANGE = {
+    "relu_add": "cpp_fused_add_relu",
+    "sigmoid_mul": "cpp_fused_mul_sigmoid",
+    "tanh_sum": "cpp_fused_sum_tanh",
+}
+SPEC = """
+version: 1
+# noop: markers inside compiled code must not perturb the graph; attribution works from the
+# markers' source spans, not from their ranges.
+context: noop
+targets:
+  - module: three_regions
+    functions:
+      - qualname: ThreeRegions.forward
+        name: forward
+    ranges:
+""" + "".join(
+    f"      - in: ThreeRegions.forward\n        lines: [{line}, {line}]\n        name: {name}\n"
+    for name, line in RANGES.items()
+)
+
+
+class CompiledRun:
+    """What one ``ncompass run`` of the compiled module left behind."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.trace = folder / "out" / "attribution.json"
+        self.window = folder / "out" / "last_step.json"
+        self.sidecar = json.loads((folder / "out" / "attribution.ncompass.json").read_text())
+
+    def kernel_events(self, trace: Path | None = None) -> list[dict[str, Any]]:
+        return [
+            event
+            for event in TraceReader(trace or self.trace)
+            if event.get("ph") == "X" and "cpp_fused_" in str(event.get("name"))
+        ]
+
+
+@pytest.fixture(scope="module")
+def compiled_run(tmp_path_factory: pytest.TempPathFactory) -> CompiledRun:
+    folder = tmp_path_factory.mktemp("compiled")
+    (folder / "three_regions.py").write_text(SOURCE)
+    (folder / "spec.yaml").write_text(SPEC)
+    (folder / "driver.py").write_text("from three_regions import main\n\nmain()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(folder)])}
+    env.pop("NCOMPASS_PROFILE", None)
+    command = [sys.executable, "-m", "ncompass", "run", "-c", "spec.yaml", "-o", "out"]
+    command += ["--trace-name", "attribution", "driver.py"]
+    done = subprocess.run(
+        command, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return CompiledRun(folder)
+
+
+def test_each_range_compiles_into_a_kernel_of_its_own(compiled_run: CompiledRun) -> None:
+    names = {event["name"] for event in compiled_run.kernel_events()}
+    assert len(names) == 3, names
+    for kernel in KERNEL_OF_RANGE.values():
+        assert sum(kernel in name for name in names) == 1, (kernel, names)
+    # C++ kernels record as graph_{id}_{kernel name}
+    assert all(name.startswith("graph_") for name in names), names
+
+
+def test_every_kernel_event_names_its_range_then_the_enclosing_function(
+    compiled_run: CompiledRun,
+) -> None:
+    events = compiled_run.kernel_events()
+    assert len(events) == 9  # three kernels, three calls
+    for event in events:
+        (expected,) = [name for name, k in KERNEL_OF_RANGE.items() if k in event["name"]]
+        assert event["args"]["ncompass_markers"] == [expected, "forward"], event
+
+
+def test_the_sidecar_records_each_kernels_source_lines(compiled_run: CompiledRun) -> None:
+    record = compiled_run.sidecar["compiled_kernels"]
+    assert record["note"] is None
+    source = str((compiled_run.folder / "three_regions.py").resolve())
+    by_name = {kernel["name"]: kernel for kernel in record["kernels"]}
+    for name, line in RANGES.items():
+        (kernel,) = [k for k in by_name.values() if k["name"].startswith(KERNEL_OF_RANGE[name])]
+        assert kernel["stacks"] == [[[source, line]]], kernel
+        assert kernel["markers"] == [name, "forward"]
+        assert isinstance(kernel["graph"], int)
+    sites = {site["name"]: site for site in compiled_run.sidecar["markers"]}
+    line = RANGES["tanh_sum"]
+    assert (sites["tanh_sum"]["start_line"], sites["tanh_sum"]["end_line"]) == (line, line)
+    assert sites["tanh_sum"]["file"] is not None
+
+
+def test_a_capture_trace_window_keeps_the_kernels_markers(compiled_run: CompiledRun) -> None:
+    events = compiled_run.kernel_events(compiled_run.window)
+    assert len(events) == 3
+    assert all(len(event["args"]["ncompass_markers"]) == 2 for event in events)
+
+
+def _summarize(*args: str) -> str:
+    result = CliRunner().invoke(ncompass_cli, ["summarize", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_summarize_json_lists_the_kernels_under_their_markers(compiled_run: CompiledRun) -> None:
+    structured = json.loads(_summarize(str(compiled_run.trace), "--json"))["structured"]
+    markers = {marker["name"]: marker for marker in structured["markers"]}
+    seen: dict[str, list[str]] = defaultdict(list)
+    for name in [*RANGES, "forward"]:
+        # noop ranges never record: the markers are known from their kernels alone
+        assert markers[name]["calls"] == 0
+        for kernel in markers[name]["compiled_kernels"]:
+            assert kernel["calls"] == 3 and kernel["total_us"] > 0
+            seen[name].append(kernel["name"])
+    for name, kernel in KERNEL_OF_RANGE.items():
+        assert len(seen[name]) == 1 and kernel in seen[name][0], seen
+    assert sorted(seen["forward"]) == sorted(name for r in RANGES for name in seen[r])
+    unrelated = [m for m in structured["markers"] if m["name"] not in seen]
+    assert all(m["compiled_kernels"] == [] for m in unrelated)
+
+
+def test_markdown_and_html_show_the_kernels_under_their_markers(
+    compiled_run: CompiledRun, tmp_path: Path
+) -> None:
+    page = tmp_path / "summary.html"
+    markdown = _summarize(str(compiled_run.trace), "--html", str(page))
+    section = markdown.split("## Compiled code", 1)[1]
+    assert "- `forward`: compiled: its time is in 3 Inductor kernels" in section
+    for name, kernel in KERNEL_OF_RANGE.items():
+        entry = section.split(f"- `{name}`: compiled: its time is in 1 Inductor kernel ", 1)[1]
+        assert kernel in entry.split("\n- ", 1)[0]
+    html = page.read_text()
+    assert "<h2>Compiled code</h2>" in html
+    assert "<code>tanh_sum</code>: compiled: its time is in 1 Inductor kernel" in html
+    assert "cpp_fused_sum_tanh" in html.split("<code>tanh_sum</code>", 1)[1]
