@@ -35,33 +35,48 @@ _CONFIG_MODULE = "torch._inductor.config"
 @dataclass(frozen=True)
 class _Setting:
     """A compile setting the recorder needs: set on the config module when it is imported,
-    else through the environment variable it reads when it is."""
+    else through the environment variable it reads when it is (``default`` is what the module
+    then holds without it)."""
 
     module: str
     path: str  # attribute path inside the module: "trace.provenance_tracking_level"
     value: Any
+    default: Any
     env: str
     env_value: str
+
+    def location(self) -> tuple[Any, str] | None:
+        """The object holding the setting and its attribute name, once the module is imported."""
+        module = sys.modules.get(self.module)
+        if module is None:
+            return None
+        *sections, name = self.path.split(".")
+        owner: Any = module
+        for section in sections:
+            owner = getattr(owner, section, None)
+        return owner, name
 
 
 _SETTINGS = (
     # Level 2 ("basic") records the kernel stacks without level 1's graph dumps.
-    _Setting(_CONFIG_MODULE, "trace.provenance_tracking_level", 2, "INDUCTOR_PROVENANCE", "2"),
+    _Setting(_CONFIG_MODULE, "trace.provenance_tracking_level", 2, 0, "INDUCTOR_PROVENANCE", "2"),
     # C++ kernels record a profiler range only with this on; otherwise they are not in traces.
     _Setting(
         _CONFIG_MODULE,
         "cpp.enable_kernel_profile",
         True,
+        False,
         "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE",
         "1",
     ),
     # A graph served from a compile cache brings the stacks of the code first compiled into it,
     # which may be another file or the same file before an edit moved its lines.
-    _Setting(_CONFIG_MODULE, "fx_graph_cache", False, "TORCHINDUCTOR_FX_GRAPH_CACHE", "0"),
+    _Setting(_CONFIG_MODULE, "fx_graph_cache", False, True, "TORCHINDUCTOR_FX_GRAPH_CACHE", "0"),
     _Setting(
         "torch._functorch.config",
         "enable_autograd_cache",
         False,
+        True,
         "TORCHINDUCTOR_AUTOGRAD_CACHE",
         "0",
     ),
@@ -146,7 +161,7 @@ class KernelOriginRecorder(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.kernels: list[CompiledKernel] = []
-        self._saved_env: dict[str, str | None] = {}
+        self._set_in_env: list[_Setting] = []
         self._saved_config: list[tuple[Any, str, Any]] = []
         self._kernels_lock = threading.Lock()
 
@@ -173,16 +188,13 @@ class KernelOriginRecorder(logging.Handler):
             logger.setLevel(logging.DEBUG)
 
     def _apply(self, setting: _Setting) -> None:
-        module = sys.modules.get(setting.module)
-        if module is None:
+        location = setting.location()
+        if location is None:
             if setting.env not in os.environ:
-                self._saved_env[setting.env] = None
+                self._set_in_env.append(setting)
                 os.environ[setting.env] = setting.env_value
             return
-        *sections, name = setting.path.split(".")
-        owner: Any = module
-        for section in sections:
-            owner = getattr(owner, section, None)
+        owner, name = location
         current = getattr(owner, name, None)
         if current is None or current == setting.value:
             return  # this torch lacks the setting, or it is set already
@@ -192,9 +204,12 @@ class KernelOriginRecorder(logging.Handler):
     def stop(self) -> list[CompiledKernel]:
         """Stop listening, put the settings back, and return the kernels recorded."""
         logging.getLogger(_TRACE_LOGGER).removeHandler(self)
-        for name in self._saved_env:
-            os.environ.pop(name, None)
-        self._saved_env.clear()
+        for setting in self._set_in_env:
+            os.environ.pop(setting.env, None)
+            location = setting.location()  # imported while recording: it read our value
+            if location is not None and getattr(*location, None) == setting.value:
+                setattr(*location, setting.default)
+        self._set_in_env.clear()
         for owner, name, value in reversed(self._saved_config):
             setattr(owner, name, value)
         self._saved_config.clear()

@@ -207,3 +207,95 @@ def test_markdown_and_html_show_the_kernels_under_their_markers(
     assert "<h2>Compiled code</h2>" in html
     assert "<code>tanh_sum</code>: compiled: its time is in 1 Inductor kernel" in html
     assert "cpp_fused_sum_tanh" in html.split("<code>tanh_sum</code>", 1)[1]
+
+
+# -- the parts, without compiling -----------------------------------------------------------------
+
+
+def test_recorder_collects_inductors_provenance_artefact_and_restores_settings() -> None:
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._logging import trace_structured
+
+    from ncompass.capture.compiled_kernels import PROVENANCE_ARTIFACT, start_recording
+
+    before = (inductor_config.trace.provenance_tracking_level, inductor_config.fx_graph_cache)
+    recorder = start_recording()
+    try:
+        assert inductor_config.trace.provenance_tracking_level == 2
+        assert inductor_config.cpp.enable_kernel_profile is True
+        assert inductor_config.fx_graph_cache is False
+        assert functorch_config.enable_autograd_cache is False
+        payload = {
+            "cpp_fused_add_relu_0:1": [
+                '  File "/src/model.py", line 30, in forward\n    x = self.block(a)\n'
+                '  File "/src/block.py", line 7, in forward\n    return torch.relu(a) + 1\n'
+            ],
+            "extern_kernels.mm:2": [],
+        }
+        trace_structured(
+            "artifact",
+            metadata_fn=lambda: {"name": PROVENANCE_ARTIFACT, "encoding": "json"},
+            payload_fn=lambda: json.dumps(payload),
+        )
+        trace_structured(
+            "artifact",
+            metadata_fn=lambda: {"name": "inductor_provenance_tracking_node_mappings"},
+            payload_fn=lambda: json.dumps({"cpp_fused_mul_1:3": ["mul"]}),
+        )
+    finally:
+        kernels = recorder.stop()
+    assert (inductor_config.trace.provenance_tracking_level, inductor_config.fx_graph_cache) == (
+        before
+    )
+    assert inductor_config.cpp.enable_kernel_profile is False
+    assert [kernel.to_dict() for kernel in kernels] == [
+        {
+            "name": "cpp_fused_add_relu_0",
+            "graph": None,  # logged outside codegen (as from the FX graph cache)
+            "stacks": [[["/src/model.py", 30], ["/src/block.py", 7]]],
+        }
+    ]
+
+
+def test_a_kernel_names_the_innermost_marker_first() -> None:
+    from ncompass.capture.compiled_kernels import CompiledKernel, SourceLine
+    from ncompass.capture.kernel_markers import attribute_kernels
+
+    manifest = [
+        {"name": "model.block_call", "file": "/src/model.py", "start_line": 30, "end_line": 30},
+        {"name": "model.forward", "file": "/src/model.py", "start_line": 25, "end_line": 40},
+        {"name": "block.forward", "file": "/src/block.py", "start_line": 5, "end_line": 9},
+        {"name": "block.relu", "file": "/src/block.py", "start_line": 7, "end_line": 7},
+        {"name": "elsewhere", "file": "/src/other.py", "start_line": 1, "end_line": 99},
+    ]
+    relu = CompiledKernel(
+        "cpp_fused_add_relu_0",
+        3,
+        [(SourceLine("/src/model.py", 30), SourceLine("/src/block.py", 7))],
+    )
+    tail = CompiledKernel("triton_poi_fused_add_relu_0", None, [(SourceLine("/src/model.py", 38),)])
+    attribution = attribute_kernels([relu, tail], manifest)
+    inner_first = ["block.relu", "block.forward", "model.block_call", "model.forward"]
+    assert attribution.markers_of("graph_3_cpp_fused_add_relu_0") == inner_first
+    assert attribution.markers_of("triton_poi_fused_add_relu_0") == ["model.forward"]
+    assert attribution.markers_of("graph_0_cpp_fused_mul_1") is None
+    assert attribution.args_for({"ph": "X", "name": "graph_3_cpp_fused_add_relu_0"}) == {
+        "ncompass_markers": inner_first
+    }
+    assert attribution.args_for({"ph": "i", "name": "graph_3_cpp_fused_add_relu_0"}) is None
+
+
+def test_a_torch_without_provenance_tracking_is_named_in_a_note(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    from ncompass.capture.compiled_kernels import provenance_note
+
+    old_config = types.ModuleType("torch._inductor.config")
+    old_config.trace = types.SimpleNamespace(debug_dir=None)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch._inductor.config", old_config)
+    note = provenance_note()
+    assert note is not None and "provenance_tracking_level" in note
+    assert "without their markers" in note
