@@ -2,7 +2,8 @@
 
 At most one torch profiler records in a process. While one is active, ``capture_trace`` calls
 inside it add *windows*: after the trace is written, each window's slice of it is written to a
-trace file of its own.
+trace file of its own. Inductor kernels compiled while it records have their events annotated
+with the markers their source lines are in (``ncompass.capture.kernel_markers``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ncompass.capture.compiled_kernels import (
     CompiledKernel,
     KernelOriginRecorder,
     merge_kernels,
+    provenance_note,
     start_recording,
 )
 from ncompass.errors import CaptureError, TraceError
@@ -166,6 +168,9 @@ class TorchProfiler:
 
     def _annotate_compiled_kernels(self) -> None:
         """Name, in each compiled kernel's events, the markers its source lines are in."""
+        note = provenance_note()
+        if note is not None:  # this torch compiled code but cannot say where kernels came from
+            warnings.warn(note, stacklevel=3)
         if not self.compiled_kernels:
             return
         from ncompass.capture.kernel_markers import annotate_kernel_events, attribute_kernels
