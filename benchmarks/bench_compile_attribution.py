@@ -8,7 +8,8 @@
    autograd caches off, and with ncompass recording kernel provenance (which turns those
    caches off, since a cached graph brings back the source lines of whatever code was compiled
    into it first). The same children time calls of the compiled model with no profiler
-   running (500 calls, median): recording also compiles C++ kernels with their profiler ranges.
+   running (500 calls, median): recording also compiles C++ kernels with their profiler ranges,
+   whose cost alone is measured in one process, the two compiled variants called in turns.
 2. **Annotating a trace.** Adding ``args.ncompass_markers`` to the events of the most frequent
    kernels of a 54 MB trace (``benchmarks/.data``, as built for ``bench_traces.py``), against
    the peer pass that reads and writes the same trace unchanged. Each in a fresh process, with
@@ -80,6 +81,42 @@ COMPILE_CHILD = textwrap.dedent(
     """
 )
 
+# Both variants in one process, calls interleaved in rounds: load drifts out of the ratio.
+KERNEL_RANGES_CHILD = textwrap.dedent(
+    """
+    import json, statistics, time
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = torch.nn.Linear(256, 512)
+            self.down = torch.nn.Linear(512, 256)
+            self.norm = torch.nn.LayerNorm(256)
+
+        def forward(self, x):
+            return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Block() for _ in range(6)])
+    x = torch.randn(1, 256)  # small: the kernels' own time does not hide the ranges' cost
+    plain = torch.compile(model)
+    ranged = torch.compile(model, options={"cpp.enable_kernel_profile": True})
+    rounds = {"plain": [], "ranged": []}
+    with torch.no_grad():
+        for compiled in (plain, ranged):
+            for _ in range(20):
+                compiled(x)
+        for _ in range(40):
+            for name, compiled in (("plain", plain), ("ranged", ranged)):
+                before = time.perf_counter()
+                for _ in range(25):
+                    compiled(x)
+                rounds[name].append((time.perf_counter() - before) / 25)
+    print(json.dumps({name: statistics.median(times) * 1e6 for name, times in rounds.items()}))
+    """
+)
+
 ANNOTATE_CHILD = textwrap.dedent(
     """
     import json, sys, time
@@ -131,6 +168,7 @@ def main() -> None:
     runs = 1 if arguments.quick else arguments.runs
     if arguments.only != "annotate":
         bench_compilation(runs)
+        bench_kernel_ranges()
     if not arguments.quick and arguments.only != "compile":
         bench_annotation(runs)
 
@@ -156,6 +194,15 @@ def bench_compilation(runs: int) -> None:
             f"({call_us / plain_call:4.2f}x)"
         )
     print(f"  kernels recorded: {results['recording'][0]['kernels']}")
+
+
+def bench_kernel_ranges() -> None:
+    result = child(KERNEL_RANGES_CHILD, [], {})
+    plain, ranged = result["plain"], result["ranged"]
+    print(
+        "\nC++ kernels compiled with their profiler ranges, no profiler running (one process, "
+        f"interleaved): {ranged:.1f} us per call vs {plain:.1f} us plain ({ranged / plain:.3f}x)"
+    )
 
 
 def bench_annotation(runs: int) -> None:

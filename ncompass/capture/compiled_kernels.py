@@ -81,7 +81,7 @@ _SETTINGS = (
         "0",
     ),
 )
-_FRAME = re.compile(r'File "(?P<file>[^"\n]+)", line (?P<line>\d+)')
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"\n]+)", line (?P<line>\d+)', re.MULTILINE)
 _HANDLE_SUFFIX = re.compile(r":\d+$")  # provenance keys are "kernel_name:debug_handle"
 
 
@@ -116,16 +116,6 @@ class CompiledKernel:
             "graph": self.graph,
             "stacks": [[[frame.file, frame.line] for frame in stack] for stack in self.stacks],
         }
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> CompiledKernel:
-        """The inverse of :meth:`to_dict`."""
-        stacks = [
-            tuple(SourceLine(str(file), int(line)) for file, line in stack)
-            for stack in values.get("stacks", [])
-        ]
-        graph = values.get("graph")
-        return cls(str(values["name"]), graph if isinstance(graph, int) else None, stacks)
 
 
 def parse_stack_trace(text: str) -> tuple[SourceLine, ...]:

@@ -82,7 +82,7 @@ class KernelAttribution:
     def markers_of(self, event_name: str) -> list[str] | None:
         """The markers of the kernel an event of this name ran, or None when it is none."""
         found = self.by_event_name.get(event_name)
-        if found is None:
+        if found is None and event_name.startswith("graph_"):
             found = self.by_event_name.get(_GRAPH_PREFIX.sub("", event_name, count=1))
         return found
 
