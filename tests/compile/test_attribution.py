@@ -3,7 +3,8 @@ ranges, compiled with ``torch.compile`` and run under ``ncompass run --profiler 
 
 Each range compiles into a C++ kernel of its own (the matmuls between them keep Inductor from
 fusing them); every kernel event must name its range's marker, then the enclosing ``forward``
-marker. The program is compiled and run once, in a subprocess, for the whole module.
+marker (and, for the range that calls a marked helper, the helper's marker first). The program
+is compiled and run once, in a subprocess, for the whole module.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ import torch
 from ncompass import capture_trace
 
 
+def scale(t: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(t) * 2.0
+
+
 class ThreeRegions(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -42,7 +47,7 @@ class ThreeRegions(torch.nn.Module):
     def forward(self, a: torch.Tensor) -> torch.Tensor:
         x = torch.relu(a) + 1.0
         h = x @ self.weight
-        y = torch.sigmoid(h) * 2.0
+        y = scale(h)
         g = y @ self.weight
         z = torch.tanh(g).sum(dim=-1)
         return z
@@ -65,12 +70,20 @@ SOURCE = textwrap.dedent(MODULE).lstrip("\n")
 # Each range's marker name and the line of its statement in MODULE.
 STATEMENTS = {
     "relu_add": "x = torch.relu(a) + 1.0",
-    "sigmoid_mul": "y = torch.sigmoid(h) * 2.0",
+    "sigmoid_mul": "y = scale(h)",
     "tanh_sum": "z = torch.tanh(g).sum(dim=-1)",
 }
 RANGES = {
     name: next(n for n, line in enumerate(SOURCE.splitlines(), 1) if line.strip() == statement)
     for name, statement in STATEMENTS.items()
+}
+SCALE_BODY = SOURCE.splitlines().index("    return torch.sigmoid(t) * 2.0") + 1
+# The markers each range's kernel names, innermost first: the sigmoid runs in `scale`, called
+# from the "sigmoid_mul" line, and Dynamo inlined it into the compiled forward.
+EXPECTED = {
+    "relu_add": ["relu_add", "forward"],
+    "sigmoid_mul": ["scale", "sigmoid_mul", "forward"],
+    "tanh_sum": ["tanh_sum", "forward"],
 }
 # The kernel Inductor makes from each range (the ops it fuses).
 KERNEL_OF_RANGE = {
@@ -88,6 +101,8 @@ targets:
     functions:
       - qualname: ThreeRegions.forward
         name: forward
+      - qualname: scale
+        name: scale
     ranges:
 """ + "".join(
     f"      - in: ThreeRegions.forward\n        lines: [{line}, {line}]\n        name: {name}\n"
@@ -145,7 +160,7 @@ def test_every_kernel_event_names_its_range_then_the_enclosing_function(
     assert len(events) == 9  # three kernels, three calls
     for event in events:
         (expected,) = [name for name, k in KERNEL_OF_RANGE.items() if k in event["name"]]
-        assert event["args"]["ncompass_markers"] == [expected, "forward"], event
+        assert event["args"]["ncompass_markers"] == EXPECTED[expected], event
 
 
 def test_the_sidecar_records_each_kernels_source_lines(compiled_run: CompiledRun) -> None:
@@ -155,8 +170,11 @@ def test_the_sidecar_records_each_kernels_source_lines(compiled_run: CompiledRun
     by_name = {kernel["name"]: kernel for kernel in record["kernels"]}
     for name, line in RANGES.items():
         (kernel,) = [k for k in by_name.values() if k["name"].startswith(KERNEL_OF_RANGE[name])]
-        assert kernel["stacks"] == [[[source, line]]], kernel
-        assert kernel["markers"] == [name, "forward"]
+        stack = (
+            [[source, line], [source, SCALE_BODY]] if name == "sigmoid_mul" else [[source, line]]
+        )
+        assert kernel["stacks"] == [stack], kernel
+        assert kernel["markers"] == EXPECTED[name]
         assert isinstance(kernel["graph"], int)
     sites = {site["name"]: site for site in compiled_run.sidecar["markers"]}
     line = RANGES["tanh_sum"]
@@ -167,7 +185,7 @@ def test_the_sidecar_records_each_kernels_source_lines(compiled_run: CompiledRun
 def test_a_capture_trace_window_keeps_the_kernels_markers(compiled_run: CompiledRun) -> None:
     events = compiled_run.kernel_events(compiled_run.window)
     assert len(events) == 3
-    assert all(len(event["args"]["ncompass_markers"]) == 2 for event in events)
+    assert sorted(len(event["args"]["ncompass_markers"]) for event in events) == [2, 2, 3]
 
 
 def _summarize(*args: str) -> str:
@@ -180,7 +198,7 @@ def test_summarize_json_lists_the_kernels_under_their_markers(compiled_run: Comp
     structured = json.loads(_summarize(str(compiled_run.trace), "--json"))["structured"]
     markers = {marker["name"]: marker for marker in structured["markers"]}
     seen: dict[str, list[str]] = defaultdict(list)
-    for name in [*RANGES, "forward"]:
+    for name in [*RANGES, "forward", "scale"]:
         # noop ranges never record: the markers are known from their kernels alone
         assert markers[name]["calls"] == 0
         for kernel in markers[name]["compiled_kernels"]:
@@ -189,6 +207,7 @@ def test_summarize_json_lists_the_kernels_under_their_markers(compiled_run: Comp
     for name, kernel in KERNEL_OF_RANGE.items():
         assert len(seen[name]) == 1 and kernel in seen[name][0], seen
     assert sorted(seen["forward"]) == sorted(name for r in RANGES for name in seen[r])
+    assert seen["scale"] == seen["sigmoid_mul"]
     unrelated = [m for m in structured["markers"] if m["name"] not in seen]
     assert all(m["compiled_kernels"] == [] for m in unrelated)
 
