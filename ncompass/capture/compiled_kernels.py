@@ -58,7 +58,7 @@ class _Setting:
 
 
 _SETTINGS = (
-    # Level 2 ("basic") records the kernel stacks without level 1's graph dumps.
+    # Level 2 ("basic") records the kernel stacks without level 1's tracking of graph passes.
     _Setting(_CONFIG_MODULE, "trace.provenance_tracking_level", 2, 0, "INDUCTOR_PROVENANCE", "2"),
     # C++ kernels record a profiler range only with this on; otherwise they are not in traces.
     _Setting(
