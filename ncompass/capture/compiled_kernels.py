@@ -230,6 +230,15 @@ def provenance_note() -> str | None:
     return None
 
 
+def compiled_in_process() -> bool:
+    """Whether Dynamo compiled any frame in this process (so traces may hold compiled kernels)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    try:
+        return bool(utils.counters["frames"]["ok"])  # type: ignore[union-attr]
+    except Exception:
+        return False
+
+
 def _current_graph_id() -> int | None:
     """The id of the graph Inductor is compiling, when the artefact is logged during codegen
     (a graph served from the FX graph cache has none)."""
@@ -259,6 +268,7 @@ __all__ = [
     "CompiledKernel",
     "KernelOriginRecorder",
     "SourceLine",
+    "compiled_in_process",
     "kernels_from_provenance",
     "merge_kernels",
     "parse_stack_trace",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,8 @@ from ncompass.traces.annotate import KERNEL_MARKERS_ARG, annotate_trace
 from ncompass.traces.events import Event
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")  # C++ kernels record as graph_{id}_{kernel name}
+_INDUCTOR_KERNEL = re.compile(r"^(?:graph_\d+_)?(?:cpp_fused_|triton_(?:poi|red|per|tem|for)_)")
+_KERNEL_PREFIXES = ("graph_", "cpp_fused_", "triton_")
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,14 @@ class KernelAttribution:
     Attributes:
         by_event_name: ``graph_{id}_{kernel}`` (C++ kernels of a known graph) and the bare
             kernel name -> markers. A bare name used by several graphs gets all their markers.
+        recorded: Event names of every kernel recorded, with markers or not.
+        unrecorded: Filled while annotating: names of Inductor kernel events that are not in
+            ``recorded`` (compiled before recording started).
     """
 
     by_event_name: dict[str, list[str]]
+    recorded: frozenset[str] = frozenset()
+    unrecorded: set[str] = field(default_factory=set)
 
     def markers_of(self, event_name: str) -> list[str] | None:
         """The markers of the kernel an event of this name ran, or None when it is none."""
@@ -91,8 +98,20 @@ class KernelAttribution:
         if event.get("ph") != "X":
             return None
         name = event.get("name")
-        markers = self.markers_of(name) if isinstance(name, str) else None
-        return {KERNEL_MARKERS_ARG: markers} if markers else None
+        if not isinstance(name, str):
+            return None
+        markers = self.markers_of(name)
+        if markers:
+            return {KERNEL_MARKERS_ARG: markers}
+        if name.startswith(_KERNEL_PREFIXES) and self._unrecorded_kernel(name):
+            self.unrecorded.add(name)
+        return None
+
+    def _unrecorded_kernel(self, name: str) -> bool:
+        """Whether an event name is an Inductor kernel's that no recording knows."""
+        if not _INDUCTOR_KERNEL.match(name) or name in self.recorded:
+            return False
+        return _GRAPH_PREFIX.sub("", name, count=1) not in self.recorded
 
 
 def attribute_kernels(
@@ -101,17 +120,17 @@ def attribute_kernels(
     """Map the kernels of a run to the markers of its manifest."""
     spans = marker_spans(manifest)
     by_name: dict[str, list[str]] = {}
+    recorded: set[str] = set()
     for kernel in kernels:
-        markers = kernel_markers(kernel, spans)
-        if not markers:
-            continue
         names = [kernel.name]
         if kernel.graph is not None:
             names.insert(0, f"graph_{kernel.graph}_{kernel.name}")
-        for name in names:
+        recorded.update(names)
+        markers = kernel_markers(kernel, spans)
+        for name in names if markers else ():
             known = by_name.setdefault(name, [])
             known.extend(marker for marker in markers if marker not in known)
-    return KernelAttribution(by_name)
+    return KernelAttribution(by_name, frozenset(recorded))
 
 
 def kernel_records(
@@ -123,13 +142,12 @@ def kernel_records(
 
 
 def annotate_kernel_events(trace: str | Path, attribution: KernelAttribution) -> int:
-    """Add ``args.ncompass_markers`` to the compiled kernels' events of a written trace.
+    """Add ``args.ncompass_markers`` to the compiled kernels' events of a written trace (and
+    note, in ``attribution.unrecorded``, the kernels that ran without a record).
 
     Returns:
         How many events were annotated.
     """
-    if not attribution.by_event_name:
-        return 0
     return annotate_trace(trace, attribution.args_for)
 
 

@@ -228,6 +228,74 @@ def test_markdown_and_html_show_the_kernels_under_their_markers(
     assert "cpp_fused_sum_tanh" in html.split("<code>tanh_sum</code>", 1)[1]
 
 
+CAPTURE_SCRIPT = """
+import json
+import warnings
+
+import torch
+
+from ncompass import capture_trace
+
+
+def relu_add(x):
+    return torch.relu(x) + 1.0
+
+
+def sigmoid_mul(x):
+    return torch.sigmoid(x) * 2.0
+
+
+# Compiled before any profiler runs. C++ kernels record events only when compiled with their
+# profiler ranges (GPU kernels always do): ask for them, as a GPU run would show the kernels.
+early = torch.compile(relu_add, options={"cpp.enable_kernel_profile": True})
+early(torch.randn(8))
+late = torch.compile(sigmoid_mul)
+
+
+@capture_trace(trace_name="early")
+def run_early():
+    early(torch.randn(8))
+
+
+@capture_trace(trace_name="late")
+def run_late():
+    late(torch.randn(8))  # compiled while recording
+
+
+messages = {}
+for name, step in (("early", run_early), ("late", run_late)):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step()
+    messages[name] = [str(warning.message) for warning in caught]
+print(json.dumps(messages))
+"""
+
+
+def test_capture_trace_warns_about_kernels_compiled_before_it_started(tmp_path: Path) -> None:
+    (tmp_path / "capture.py").write_text(CAPTURE_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NCOMPASS_PROFILE": "1"}
+    env["NCOMPASS_TRACE_DIR"] = str(tmp_path / "traces")
+    done = subprocess.run(
+        [sys.executable, "capture.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    messages = json.loads(done.stdout.strip().splitlines()[-1])
+    (early,) = [m for m in messages["early"] if "compiled before the profiler started" in m]
+    assert early.startswith("1 compiled kernels in ")
+    assert not [m for m in messages["late"] if "compiled before" in m], messages["late"]
+    for name, kernel in (("early", "cpp_fused_add_relu"), ("late", "cpp_fused_mul_sigmoid")):
+        trace = tmp_path / "traces" / f"{name}.json"
+        names = [e["name"] for e in TraceReader(trace) if kernel in str(e.get("name"))]
+        assert len(names) == 1, (name, names)  # C++ kernels record while a profiler runs
+
+
 # -- the parts, without compiling -----------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from ncompass.capture.compiled_kernels import (
     CompiledKernel,
     KernelOriginRecorder,
+    compiled_in_process,
     merge_kernels,
     provenance_note,
     start_recording,
@@ -171,7 +172,7 @@ class TorchProfiler:
         note = provenance_note()
         if note is not None:  # this torch compiled code but cannot say where kernels came from
             warnings.warn(note, stacklevel=3)
-        if not self.compiled_kernels:
+        if not self.compiled_kernels and not compiled_in_process():
             return
         from ncompass.capture.kernel_markers import annotate_kernel_events, attribute_kernels
         from ncompass.importer.registry import REGISTRY
@@ -181,7 +182,15 @@ class TorchProfiler:
             annotate_kernel_events(self.output_path, attribution)
         except TraceError as error:  # the trace itself is written: keep it as it is
             warnings.warn(
-                f"compiled kernels are not attributed to their markers: {error}", stacklevel=2
+                f"compiled kernels are not attributed to their markers: {error}", stacklevel=3
+            )
+            return
+        if attribution.unrecorded and note is None:
+            warnings.warn(
+                f"{len(attribution.unrecorded)} compiled kernels in {self.output_path} were "
+                "compiled before the profiler started, so their events name no markers; "
+                "profile their first call too (or the whole program, with `ncompass run`)",
+                stacklevel=3,
             )
 
 
