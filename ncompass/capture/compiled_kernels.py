@@ -4,13 +4,14 @@ Inductor keeps, for every kernel it generates, the FX nodes the kernel computes,
 keeps the Python stack (file, line) of the code it was traced from. With provenance tracking on
 (``torch._inductor.config.trace.provenance_tracking_level``), Inductor logs that map as a
 structured-trace artefact (``inductor_provenance_tracking_kernel_stack_traces``) after every
-compilation, including compilations served from its FX graph cache. A handler on PyTorch's
-structured-trace logger collects it; nothing is patched.
+compilation. A handler on PyTorch's structured-trace logger collects it; nothing is patched.
 
-The recorder turns tracking on (and, on CPU, Inductor's per-kernel profiler ranges, without which
-C++ kernels never appear in a trace) through the environment when Inductor is not imported yet,
-so a program that never compiles does not pay for importing it. A PyTorch without these hooks
-records nothing, and its kernels are then shown unattributed.
+The recorder turns tracking on, with, on CPU, Inductor's per-kernel profiler ranges (without
+which C++ kernels never appear in a trace), and turns Inductor's compile caches off (a cached
+graph brings back the stacks of whatever code was first compiled into it). When Inductor is not
+imported yet this goes through the environment, so a program that never compiles does not pay
+for importing it. A PyTorch without these hooks records nothing, and its kernels are then shown
+unattributed.
 """
 
 from __future__ import annotations
