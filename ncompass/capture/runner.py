@@ -21,7 +21,9 @@ import orjson
 
 from ncompass.capture.backends import make_profiler
 from ncompass.capture.backends.nvtx import INJECTION_ENV as NVTX_INJECTION_ENV
+from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.child_run import needs_child_process, run_in_child
+from ncompass.capture.compiled_kernels import provenance_note
 from ncompass.capture.decorator import PROFILE_ENV
 from ncompass.capture.environment import scoped_environment
 from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline, finish, start_monitor
@@ -193,7 +195,10 @@ def run(options: RunOptions) -> RunResult:
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
-        sidecar = _write_sidecar(written, options, config, markers, outcome, started, duration, gpu)
+        kernels = _compiled_kernels(profiler, markers)
+        sidecar = _write_sidecar(
+            written, options, config, markers, outcome, started, duration, gpu, kernels
+        )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
     return RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced)
@@ -221,6 +226,18 @@ def _is_empty(path: Path) -> bool:
         return False
 
 
+def _compiled_kernels(profiler: object, markers: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The sidecar's record of the Inductor kernels compiled during the run and their markers."""
+    if not isinstance(profiler, TorchProfiler):
+        return None
+    from ncompass.capture.kernel_markers import kernel_records
+
+    note = provenance_note()
+    if not profiler.compiled_kernels and note is None:
+        return None
+    return {"kernels": kernel_records(profiler.compiled_kernels, markers), "note": note}
+
+
 def _write_sidecar(
     trace: Path,
     options: RunOptions,
@@ -230,6 +247,7 @@ def _write_sidecar(
     started: float,
     duration: float,
     gpu: GpuTimeline | None,
+    compiled_kernels: dict[str, Any] | None,
 ) -> Path:
     path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
@@ -244,6 +262,8 @@ def _write_sidecar(
         "spec": config.to_dict(),
         "markers": markers,
     }
+    if compiled_kernels is not None:
+        document["compiled_kernels"] = compiled_kernels
     if gpu is not None:
         document["gpu"] = {
             "summaries": [summary.to_dict() for summary in gpu.summaries],
