@@ -95,7 +95,7 @@ def compare_command(
     Example:
         ncompass compare base.json -- new.json --fail-if-slower 5%
     """
-    from ncompass.analysis.compare import check_slowdown, compare, parse_threshold
+    from ncompass.analysis.comparison import check_slowdown, compare, parse_threshold
     from ncompass.errors import NcompassError
 
     after_count = ctx.meta.get("compare.after_count", 0)

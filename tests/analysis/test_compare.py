@@ -1,4 +1,4 @@
-"""``ncompass.analysis.compare`` on real traces: matching, intervals, verdicts, renderers."""
+"""``ncompass.analysis.comparison`` on real traces: matching, intervals, verdicts, renderers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ncompass.analysis.compare import (
+from ncompass.analysis.comparison import (
     Comparison,
     check_slowdown,
     compare,
@@ -16,8 +16,8 @@ from ncompass.analysis.compare import (
     parse_threshold,
     short_kernel_name,
 )
-from ncompass.analysis.compare.interval import ratio_interval
-from ncompass.analysis.compare.kernel_names import distinct_short_names
+from ncompass.analysis.comparison.interval import ratio_interval
+from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.errors import NcompassError
 from ncompass.traces import TraceReader, TraceWriter
 from tests.traces.builders import shared_trace

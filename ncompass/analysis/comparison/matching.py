@@ -7,10 +7,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ncompass.analysis.compare.interval import ratio_interval
-from ncompass.analysis.compare.kernel_names import normalize_kernel_name
-from ncompass.analysis.compare.result import Change, Comparison, SideTimes
-from ncompass.analysis.compare.samples import STEP_MARKER, SideSamples, read_side
+from ncompass.analysis.comparison.interval import ratio_interval
+from ncompass.analysis.comparison.kernel_names import normalize_kernel_name
+from ncompass.analysis.comparison.result import Change, Comparison, SideTimes
+from ncompass.analysis.comparison.samples import STEP_MARKER, SideSamples, read_side
 from ncompass.errors import NcompassError
 
 Samples = dict[str, "array[float]"]

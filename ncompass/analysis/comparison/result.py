@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ncompass.analysis.compare.html_page import render_comparison_html
-from ncompass.analysis.compare.interval import CONFIDENCE, RatioInterval
-from ncompass.analysis.compare.markdown import render_comparison_markdown
+from ncompass.analysis.comparison.html_page import render_comparison_html
+from ncompass.analysis.comparison.interval import CONFIDENCE, RatioInterval
+from ncompass.analysis.comparison.markdown import render_comparison_markdown
 
 SLOWER = "slower"
 FASTER = "faster"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ncompass.analysis.compare.result import SLOWER, UNKNOWN, Change, Comparison
+from ncompass.analysis.comparison.result import SLOWER, UNKNOWN, Change, Comparison
 from ncompass.errors import NcompassError
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*%?\s*$")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ncompass.analysis.compare.kernel_names import distinct_short_names
+from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.markdown_report import format_duration
 
 _NAME_WIDTH = 80

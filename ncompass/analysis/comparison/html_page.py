@@ -6,8 +6,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ncompass.analysis.compare.kernel_names import distinct_short_names
-from ncompass.analysis.compare.markdown import describe_change
+from ncompass.analysis.comparison.kernel_names import distinct_short_names
+from ncompass.analysis.comparison.markdown import describe_change
 from ncompass.analysis.markdown_report import format_duration
 
 _CSS = " ".join(
