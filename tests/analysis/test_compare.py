@@ -194,3 +194,17 @@ def test_gate_passes_an_identical_pair_and_rejects_bad_input(same_twice: Compari
     assert parse_threshold("2.5") == pytest.approx(0.025)
     with pytest.raises(NcompassError, match="percentage"):
         parse_threshold("-5%")
+
+
+def test_the_library_function_is_ncompass_analysis_compare(rank_pair: Comparison) -> None:
+    import ncompass.analysis as analysis
+
+    assert callable(analysis.compare)
+    assert analysis.Comparison is Comparison
+    trace = shared_trace("amd_trace")
+    result = analysis.compare([trace], [trace])
+    assert isinstance(result, Comparison)
+    assert result.kernels and all(
+        change.verdict in {"same", "unknown"} for change in result.kernels
+    )
+    assert analysis.check_slowdown(result, 0.0).failed is False
