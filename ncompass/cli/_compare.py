@@ -49,7 +49,12 @@ def _positionals(command: click.Command, ctx: click.Context, args: list[str]) ->
 
 
 @click.command("compare", cls=_TwoSidedCommand)
-@click.argument("traces", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument(
+    "traces",
+    nargs=-1,
+    metavar="BEFORE... -- AFTER...",
+    type=click.Path(dir_okay=False, path_type=Path),
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option(
     "--html",
