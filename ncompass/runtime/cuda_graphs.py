@@ -62,12 +62,14 @@ def _note(name: str) -> None:
             return
         _captured[name] = None
         names = list(_captured)
+    from ncompass.warning_location import stacklevel_outside
+
     warnings.warn(
         f"marker {name!r} ran while a CUDA graph was being captured: it records nothing, and "
         "the region replays as a CUDA graph (no ranges at replay; the graph's kernels are "
         "still traced)",
         RangeContextWarning,
-        stacklevel=5,
+        stacklevel=stacklevel_outside("ncompass"),
     )
     _add_to_trace(names)
 
