@@ -265,3 +265,39 @@ def test_fullgraph_compiles_with_an_nvtx_tool_attached(tmp_path: Path) -> None:
     assert [result.context for result in marked] == list(CONTEXTS)
     for result in marked:
         _assert_same_as_unmarked(result, unmarked)
+
+
+@pytest.mark.parametrize("arity", [1, None], ids=["fixed-arity", "any-arguments"])
+@pytest.mark.parametrize("named", [False, True], ids=["fixed-name", "templated-name"])
+@pytest.mark.parametrize("context", ["torch", "torch+nvtx", CUSTOM])
+def test_every_call_helper_shape_traces_as_the_bare_call(
+    context: str, named: bool, arity: int | None
+) -> None:
+    # The helpers of header call markers (`if self.gate(x):`): one per arity, plain or
+    # with a templated name evaluated in the caller's frame; traced while a profiler records.
+    from ncompass.runtime.sites import bind, call_wrapper, template
+
+    text = "gate[{scale}]" if named else "gate"
+    enter, exit_range = bind(context, text, dynamic=named)
+    name = template("f'gate[{scale}]'", text) if named else None
+    helper = call_wrapper(enter, exit_range, name, arity=arity)
+
+    def gate(x: Any) -> Any:
+        return x.dim() == 1
+
+    def step(x: Any) -> Any:
+        scale = 2
+        if helper(gate, x):
+            return x * scale
+        return x
+
+    # (torch._dynamo.explain is no judge here: it reports no break when Dynamo skips the
+    # helper's frame.) Dynamo alone decides, so the eager backend suffices.
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    with torch.profiler.profile():
+        out = torch.compile(step, fullgraph=True, backend="eager")(torch.ones(3))
+    assert out.tolist() == [2.0, 2.0, 2.0]
+    assert counters["stats"]["unique_graphs"] == 1
