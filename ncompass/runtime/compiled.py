@@ -16,6 +16,7 @@ stop following the attribute); see ``docs/compile.md``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from types import FunctionType
 from typing import Any, TypeVar
@@ -26,9 +27,13 @@ TRACED_INSTEAD = "_torchdynamo_inline"
 _Callable = TypeVar("_Callable", bound=Callable[..., Any])
 
 
-def _enter_while_compiling(*args: object) -> None:
-    """Traced in place of a marker's enter: no range, no handle."""
-    return None
+def _enter_while_compiling(*args: object) -> object:
+    """Traced in place of a marker's enter: no range; a handle every exit takes.
+
+    The ``torch`` exit is the builtin ``next`` (see :mod:`ncompass.runtime.torch_range`), which
+    Dynamo traces on an iterator made in the traced code; the other exits are stand-ins.
+    """
+    return itertools.repeat(None)
 
 
 def _exit_while_compiling(handle: object) -> None:
@@ -42,8 +47,8 @@ def _call_while_compiling(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) 
 
 
 def _hidden(function: _Callable, stand_in: Callable[..., Any]) -> _Callable:
-    # Builtins (the idle range's `bool` and `type`) take no attributes and need none: Dynamo
-    # folds them to constants. Everything else a backend binds is a Python function.
+    # Builtins (the idle range's `bool` and `type`, the torch exit `next`) take no attributes
+    # and need none: Dynamo traces them. Everything else a backend binds is a Python function.
     if isinstance(function, FunctionType):
         setattr(function, TRACED_INSTEAD, stand_in)
     return function
