@@ -3,8 +3,9 @@
 A CUDA graph (``torch.cuda.graph``, ``torch.compile(mode="reduce-overhead")``, vLLM's decode
 graphs) runs its Python once, while it is captured, and then only replays its kernels. A range
 recorded during the capture would time the capture, not the work, and a replay runs no Python
-to record one. So a marker that would record asks :func:`capturing` first and, while a
-capture is under way, records nothing, warns once and notes its name:
+to record one. So a marker that would record first asks
+``torch.cuda.is_current_stream_capturing()`` (:func:`skipped_in_capture`) and, while a capture
+is under way, records nothing, warns once and notes its name:
 
 - in :func:`graph_captured_markers` (this process);
 - in the trace being recorded, when a torch profiler runs: the top-level key
@@ -24,27 +25,22 @@ from ncompass.runtime.base import RangeContextWarning
 TRACE_METADATA_KEY = "ncompass_cuda_graph_markers"
 """The top-level trace key listing the markers that ran during a CUDA graph capture."""
 
+_modules = sys.modules
 _captured: dict[str, None] = {}  # names in the order first seen
 _lock = threading.Lock()
-
-
-def capturing() -> bool:
-    """True while the current CUDA stream is being captured into a CUDA graph.
-
-    Never initialises CUDA, and never imports torch.
-    """
-    cuda = sys.modules.get("torch.cuda")
-    if cuda is None or not cuda.is_initialized():
-        return False
-    return bool(cuda.is_current_stream_capturing())
 
 
 def skipped_in_capture(name: str) -> bool:
     """Whether marker ``name`` must not record now because a CUDA graph is being captured.
 
-    The first time a marker is skipped, says so (a warning) and records the fact.
+    The first time a marker is skipped, says so (a warning) and records the fact. Never
+    initialises CUDA and never imports torch: a capture needs CUDA initialised, which
+    ``torch.cuda`` records in its ``_initialized`` flag, so until then this costs one lookup.
     """
-    if not capturing():
+    cuda = _modules.get("torch.cuda")
+    if cuda is None or not getattr(cuda, "_initialized", False):
+        return False
+    if not cuda.is_current_stream_capturing():
         return False
     if name not in _captured:
         _note(name)
@@ -93,7 +89,6 @@ def forget_captured_markers() -> None:
 
 __all__ = [
     "TRACE_METADATA_KEY",
-    "capturing",
     "forget_captured_markers",
     "graph_captured_markers",
     "skipped_in_capture",
