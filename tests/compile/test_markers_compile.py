@@ -4,7 +4,8 @@ The fixture is ``examples/compile/compiled_mlp.py`` under ``examples/compile/spe
 function marker with a templated name, a nested function, a call, a call in an ``if`` header
 and a line range. Each case imports it fresh under one context, compiles it with Inductor
 (``fullgraph=True`` unless said otherwise) and compares with the unmarked model. Inductor's
-graph cache makes every compile after the first cheap, since the graphs are identical.
+graph cache serves every marked compile the unmarked one's code, since the graphs are
+identical (which the tests check).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class Compiled:
     graphs: int
     breaks: int
     output: list[list[float]]
+    cached: bool  # Inductor found the compiled graph in its cache
 
 
 def _fresh_module(context: str | None) -> Any:
@@ -98,7 +100,14 @@ def compile_fixture(
         graphs=int(counters["stats"]["unique_graphs"]),
         breaks=sum(counters["graph_break"].values()),
         output=output.tolist(),
+        cached=counters["inductor"]["fxgraph_cache_hit"] > 0 or not _inductor_caches(),
     )
+
+
+def _inductor_caches() -> bool:
+    from torch._inductor import config
+
+    return bool(config.fx_graph_cache) and not config.force_disable_caches
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +130,9 @@ def _assert_same_as_unmarked(result: Compiled, unmarked: Compiled) -> None:
     assert result.breaks == 0
     assert result.graphs == unmarked.graphs == 1
     assert torch.allclose(torch.tensor(result.output), torch.tensor(unmarked.output))
+    # The unmarked model's compilation (just done, or cached before) serves the marked one:
+    # Inductor's cache key covers the whole graph, so the graphs are the same.
+    assert result.cached
 
 
 @pytest.mark.parametrize("context", CONTEXTS)
