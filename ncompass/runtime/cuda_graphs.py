@@ -7,7 +7,8 @@ to record one. So a marker that would record first asks
 ``torch.cuda.is_current_stream_capturing()`` (:func:`skipped_in_capture`) and, while a capture
 is under way, records nothing, warns once and notes its name:
 
-- in :func:`graph_captured_markers` (this process);
+- in :func:`graph_captured_markers` (this process; ``ncompass run`` copies the list into the
+  run's sidecar as ``cuda_graph_markers``);
 - in the trace being recorded, when a torch profiler runs: the top-level key
   ``ncompass_cuda_graph_markers`` lists the markers whose code replays as a graph.
 

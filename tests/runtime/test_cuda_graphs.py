@@ -8,12 +8,16 @@ markers, the torch profiler, the trace, the NVTX recorder) is real.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ncompass.capture.trace_files import sidecar_path
 from ncompass.runtime import cuda_graphs
 from ncompass.runtime.base import RangeContextWarning
 from ncompass.runtime.sites import bind
@@ -154,3 +158,61 @@ def test_nvtx_marker_pushes_nothing_during_capture(run_recorded: RunRecorded) ->
     )
     names = [r.name for recording in recordings for r in recording.ranges]
     assert sorted(names) == ["decode.layer", "decode.layer", "decode.task"]
+
+
+CAPTURED_RUN = """
+import torch
+import captured_model
+
+torch.cuda._initialized = True  # no GPU here: the capture is faked, the rest is real
+capturing = {"now": False}
+torch.cuda.is_current_stream_capturing = lambda: capturing["now"]
+
+captured_model.step(torch.ones(4))  # before the capture: recorded
+capturing["now"] = True
+captured_model.step(torch.ones(4))  # "captured": nothing recorded
+capturing["now"] = False
+"""
+
+CAPTURED_MODEL = """
+def step(x):
+    return x * 2
+"""
+
+CAPTURED_SPEC = """
+version: 1
+context: torch
+targets:
+  - module: captured_model
+    functions:
+      - qualname: step
+        name: decode.step
+"""
+
+
+@pytest.mark.parametrize("profiler", ["torch", "nvtx-trace"])
+def test_ncompass_run_records_which_markers_were_captured(tmp_path: Path, profiler: str) -> None:
+    (tmp_path / "captured_model.py").write_text(CAPTURED_MODEL)
+    (tmp_path / "run_captured.py").write_text(CAPTURED_RUN)
+    (tmp_path / "spec.yaml").write_text(CAPTURED_SPEC)
+    command = [sys.executable, "-m", "ncompass", "run", "--config", "spec.yaml"]
+    command += ["--profiler", profiler, "--output-dir", "out", "--trace-name", "run"]
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    done = subprocess.run(
+        [*command, "run_captured.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "replays as a CUDA graph" in done.stderr
+    sidecar = json.loads(sidecar_path(tmp_path / "out" / "run.json").read_text())
+    assert sidecar["cuda_graph_markers"] == ["decode.step"]
+    trace = json.loads((tmp_path / "out" / "run.json").read_text())
+    ranges = [e for e in trace["traceEvents"] if e.get("name") == "decode.step"]
+    assert len(ranges) == 1, "recorded before the capture only"
+    if profiler == "torch":
+        assert trace[cuda_graphs.TRACE_METADATA_KEY] == ["decode.step"]
