@@ -8,6 +8,7 @@ Chrome trace it writes is read back.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,3 +131,33 @@ def test_the_caller_marker_ends_after_the_compiled_region(trace: list[dict[str, 
     assert len(regions) == 1
     assert outer["ts"] <= inner["ts"]
     assert inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
+
+
+def test_the_worked_example_of_the_docs(tmp_path: Path) -> None:
+    # docs/compile.md: `ncompass run --config examples/compile/spec.yaml examples/compile/run.py`
+    repo = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "ncompass", "run", "--config", "examples/compile/spec.yaml"]
+    command += ["--output-dir", str(tmp_path), "--trace-name", "example"]
+    done = subprocess.run(
+        [*command, "examples/compile/run.py", "--steps", "2"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "compiled and eager agree over 2 steps" in done.stdout
+    events = [
+        e
+        for e in json.loads((tmp_path / "example.json").read_text())["traceEvents"]
+        if e.get("ph") == "X"
+    ]
+    spec_markers = {"mlp", "block[0]", "block[1]", "block.up", "gate", "block.gate_and_down"}
+    last_step = _marker(events, "step[1]")
+    compiled = [e for e in events if e["name"] == "compiled"][-1]
+    eager = [e for e in events if e["name"] == "eager"][-1]
+    assert set(_inside(last_step, events)) >= {"compiled", "eager"}
+    inside_compiled = _inside(compiled, events)
+    assert any(name.startswith("Torch-Compiled Region") for name in inside_compiled)
+    assert not spec_markers & set(inside_compiled)
+    assert spec_markers <= set(_inside(eager, events))
