@@ -161,3 +161,32 @@ def test_the_worked_example_of_the_docs(tmp_path: Path) -> None:
     assert any(name.startswith("Torch-Compiled Region") for name in inside_compiled)
     assert not spec_markers & set(inside_compiled)
     assert spec_markers <= set(_inside(eager, events))
+
+
+LEFT_TO_PYTHON = """
+import torch
+
+
+@torch.compiler.disable
+def log_stats(x):
+    return float(x.mean())
+
+
+def forward(x):
+    y = x * 2
+    log_stats(y)
+    return y + 1
+"""
+
+
+def test_marker_in_code_dynamo_leaves_to_python_records(lab: ModuleLab) -> None:
+    lab.write("left_to_python", LEFT_TO_PYTHON)
+    spec = {"targets": [{"module": "left_to_python", "functions": [{"qualname": "log_stats"}]}]}
+    module = lab.load("left_to_python", lab.spec(spec, context="torch"))
+    torch._dynamo.reset()
+    compiled = torch.compile(module.forward)  # default mode: log_stats is a graph break
+    compiled(torch.ones(3))
+    with torch.profiler.profile() as profiler:
+        compiled(torch.ones(3))
+    names = [event.name for event in profiler.events()]
+    assert names.count("left_to_python:log_stats") == 1, names
