@@ -126,7 +126,11 @@ def _bind_push_pop(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
         resolve_name = site.resolve_name
 
         def enter_dynamic(name_fn: Any) -> object:
-            return enter_named(resolve_name(name_fn, _caller(1)))
+            name = resolve_name(name_fn, _caller(1))
+            if skipped_in_capture(name):
+                return False
+            push(cached.get(name) or domain.attributes(name, color), handle)
+            return True
 
         return BoundRange(enter=enter_dynamic, exit=exit_range, enter_named=enter_named)
     name, attributes = site.name, domain.attributes(site.name, color)
@@ -159,7 +163,10 @@ def _bind_start_end(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
         resolve_name = site.resolve_name
 
         def enter_dynamic(name_fn: Any) -> object:
-            return enter_named(resolve_name(name_fn, _caller(1)))
+            name = resolve_name(name_fn, _caller(1))
+            if skipped_in_capture(name):
+                return None
+            return start(cached.get(name) or domain.attributes(name, color), handle)[0]
 
         return BoundRange(enter=enter_dynamic, exit=exit_range, enter_named=enter_named)
     name, attributes = site.name, domain.attributes(site.name, color)
