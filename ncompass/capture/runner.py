@@ -48,6 +48,7 @@ from ncompass.importer.script import (
 )
 from ncompass.importer.targets import unmet_requirement
 from ncompass.overwrite_guard import refuse_overwriting_inputs
+from ncompass.runtime.cuda_graphs import forget_captured_markers, graph_captured_markers
 from ncompass.spec.merge import merge_specs
 from ncompass.spec.models import RewriteConfig, TargetSpec
 
@@ -164,6 +165,7 @@ def run(options: RunOptions) -> RunResult:
     monitor: GpuMonitor | None = None
     gpu: GpuTimeline | None = None
     with scoped_environment({PROFILE_ENV: "1", TRACE_DIR_ENV: str(folder), RUNNER_ENV: "1"}):
+        forget_captured_markers()
         enable_rewrites(config)
         try:
             profiler.start()
@@ -270,6 +272,9 @@ def _write_sidecar(
             "low_utilisation": gpu.low_utilisation,
             "counter_events": gpu.counter_events,
         }
+    captured = graph_captured_markers()
+    if captured:  # they recorded nothing: their code replays as a CUDA graph (docs/compile.md)
+        document["cuda_graph_markers"] = captured
     path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     return path
 

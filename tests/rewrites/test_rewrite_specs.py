@@ -27,6 +27,7 @@ def _spec_id(path: Path) -> str:
 def test_the_library_has_the_curated_specs() -> None:
     assert [_spec_id(path) for path in SPECS] == [
         "torch/nn.yaml",
+        "transformers/gpt2.yaml",
         "transformers/llama.yaml",
         "vllm/llama.yaml",
         "vllm/qwen2.yaml",
