@@ -11,15 +11,17 @@ a tie and names both.
 
 from __future__ import annotations
 
+import bisect
 import linecache
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ncompass.session.history import IterationRecord
 from ncompass.session.sites import name_pattern
-from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace
+from ncompass.traces.link import NO_LINK, LinkedTrace, Marker, link_trace
 
 # the runner-up is a tie when this close to the winner (share of the winner's time) ...
 _TIE_SHARE = 0.10
@@ -382,15 +384,8 @@ def _work_under(
         for index in range(len(trace.gpu)):
             if trace.marker_of_gpu_event(index) in chosen:
                 kernels[trace.names[trace.gpu.name[index]]].append(trace.gpu.duration[index])
-    spans = sorted(
-        (trace.markers[m].start, trace.markers[m].end, trace.threads[trace.markers[m].thread])
-        for m in chosen
-    )
-    inner = sorted(
-        (m.start, m.end, trace.threads[m.thread])
-        for i, m in enumerate(trace.markers)
-        if m.parent in chosen
-    )
+    spans = _Spans((trace.markers[m] for m in chosen), trace)
+    inner = _Spans((m for m in trace.markers if m.parent in chosen), trace)
     ops: dict[str, list[float]] = defaultdict(list)
     covered_until: dict[Any, float] = {}
     events = []
@@ -404,7 +399,7 @@ def _work_under(
         thread = (event.get("pid"), event.get("tid"))
         if start < covered_until.get(thread, float("-inf")):
             continue  # inside an op already counted
-        if not _inside(spans, start, thread) or _inside(inner, start, thread):
+        if not spans.holds(thread, start) or inner.holds(thread, start):
             continue
         covered_until[thread] = start + duration
         ops[str(event.get("name"))].append(duration)
@@ -413,8 +408,22 @@ def _work_under(
     return _top(ops, own_cpu), _top(kernels, own_gpu)
 
 
-def _inside(spans: list[tuple[float, float, Any]], time: float, thread: Any) -> bool:
-    return any(start <= time < end and where == thread for start, end, where in spans)
+class _Spans:
+    """Marker ranges per thread, to ask quickly whether a time falls inside one."""
+
+    def __init__(self, markers: Iterable[Marker], trace: LinkedTrace) -> None:
+        by_thread: dict[Any, list[tuple[float, float]]] = defaultdict(list)
+        for marker in markers:
+            by_thread[trace.threads[marker.thread]].append((marker.start, marker.end))
+        self._starts = {t: [s for s, _ in sorted(v)] for t, v in by_thread.items()}
+        self._ends = {t: [e for _, e in sorted(v)] for t, v in by_thread.items()}
+
+    def holds(self, thread: Any, time: float) -> bool:
+        starts = self._starts.get(thread)
+        if not starts:
+            return False
+        position = bisect.bisect_right(starts, time) - 1
+        return position >= 0 and time < self._ends[thread][position]
 
 
 def _top(times: dict[str, list[float]], whole: float) -> list[WorkTime]:

@@ -163,8 +163,10 @@ class _Classifier:
         return file.startswith("<") or file.startswith(self.framework)
 
     def setup_kind(self, frames: list[Frame]) -> str | None:
-        for frame in frames:
+        for position, frame in enumerate(frames):
             if frame.file.startswith("<frozen importlib"):
+                return "import"
+            if position and frame.qualname == MODULE_LEVEL:  # a module's top level: an import
                 return "import"
             file = self.real(frame.file)
             if "/torch/_dynamo/" in file or "/torch/_inductor/" in file:

@@ -193,7 +193,21 @@ def _statement_at(planner: MarkerPlanner, line: CodeLine) -> tuple[Scope, Statem
         run = resolve_lines(scope, line.line, line.line)
     except LookupFailure:  # the ``def`` line itself: the call is entering the function
         return None
-    return scope, run.statements[0]
+    return scope, _outside_while(run.statements[0])
+
+
+def _outside_while(statement: Statement) -> Statement:
+    """The outermost ``while`` loop around a statement, or the statement: a ``while`` may spin
+    millions of times, and a marker inside it would record every turn."""
+    chosen = statement
+    owner = statement.block.parent
+    while owner is not None and not isinstance(
+        owner.first_ast, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    ):
+        if isinstance(owner.first_ast, ast.While):
+            chosen = owner
+        owner = owner.block.parent
+    return chosen
 
 
 def _scope_by_line(index: StatementIndex, line: int) -> Scope | None:
@@ -217,6 +231,8 @@ def _all_statements(scope: Scope) -> Iterator[Statement]:
             ):
                 continue
             yield statement
+            if isinstance(statement.first_ast, ast.While):
+                continue  # its statements would record every turn of the loop
             for child in statement.blocks:
                 if not child.inline and child.scope is scope:
                     yield from walk(child)

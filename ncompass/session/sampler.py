@@ -115,7 +115,9 @@ class StackSampler:
     def __init__(self, thread_id: int | None = None, interval_s: float = DEFAULT_INTERVAL_S):
         self.thread_id = thread_id if thread_id is not None else threading.get_ident()
         self.samples = StackSamples(interval_s=interval_s)
-        self._frame_ids: dict[tuple[CodeType, int], int] = {}
+        # by identity: equal code objects of two files (the same helper copied) are not one
+        self._frame_ids: dict[tuple[int, int], int] = {}
+        self._codes: list[CodeType] = []  # kept alive, so their ids are never reused
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ncompass-sampler", daemon=True)
 
@@ -146,9 +148,10 @@ class StackSampler:
         while frame is not None:
             code = frame.f_code
             line = frame.f_lineno or code.co_firstlineno
-            key = (code, line)
+            key = (id(code), line)
             index = self._frame_ids.get(key)
             if index is None:
+                self._codes.append(code)
                 index = len(self.samples.frames)
                 module = frame.f_globals.get("__name__")
                 self.samples.frames.append(
