@@ -1,6 +1,7 @@
 """Runs to the root cause: the session on real models, beside the one-level-per-run planner.
 
     python benchmarks/bench_session.py [--quick] [--naive-runs N] [--json FILE]
+    python benchmarks/bench_session.py --overhead [--repeats N]
 
 Each case is a real model with small random weights (no downloads) and a hot spot at a known
 depth: natural ones (GPT-2's eager attention on a long sequence, a wide MLP) and planted ones (a
@@ -9,6 +10,11 @@ added deep inside, imported from there). Every case runs ``ncompass session run 
 user would, from no spec at all and from a spec marking only the top-level model, and the same
 with ``--one-level`` (the planner before discovery runs, one level finer per run). Per session:
 runs used, whether the answer names the right statement, and wall time.
+
+``--overhead`` measures what a discovery method costs on the GPT-2 case (tiny config, 768
+tokens, eager attention): the model loop's own time (measured inside the script) and the trace
+size under ``ncompass run`` with the profiler only, with the stack sampler (the discovery run),
+and with the profiler's Python tracer (``--with-stack``), runs interleaved, medians.
 """
 
 from __future__ import annotations
@@ -292,12 +298,76 @@ def score(case: Case, document: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+OVERHEAD_SCRIPT = """\
+import time
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+torch.manual_seed(0)
+config = GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=256, n_positions=1024)
+config._attn_implementation = "eager"
+model = GPT2LMHeadModel(config).eval()
+ids = torch.randint(0, 256, (1, 768))
+with torch.no_grad():
+    started = time.perf_counter()
+    for _ in range(3):
+        model(ids)
+print("LOOP", time.perf_counter() - started)
+"""
+
+METHODS = {
+    "profiler only": ["-m", "ncompass", "run"],
+    "profiler + sampler (discovery)": ["-m", "ncompass.session.discovery"],
+    "profiler --with-stack": ["-m", "ncompass", "run", "--with-stack"],
+}
+
+
+def overhead(repeats: int) -> None:
+    """Loop time and trace size per discovery method, medians over interleaved runs."""
+    import statistics
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with tempfile.TemporaryDirectory(prefix="bench-session-") as temporary:
+        folder = Path(temporary)
+        script = folder / "gpt2run.py"
+        script.write_text(OVERHEAD_SCRIPT)
+        loops: dict[str, list[float]] = {name: [] for name in METHODS}
+        walls: dict[str, list[float]] = {name: [] for name in METHODS}
+        sizes: dict[str, list[float]] = {name: [] for name in METHODS}
+        for _ in range(repeats):
+            for name, command in METHODS.items():
+                trace = folder / "t.json"
+                started = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, *command, "-o", str(folder), "--trace-name", "t", str(script)],
+                    capture_output=True, text=True, env=env, cwd=folder, check=True,
+                )  # fmt: skip
+                walls[name].append(time.perf_counter() - started)
+                loop = next(line for line in done.stdout.splitlines() if line.startswith("LOOP"))
+                loops[name].append(float(loop.split()[1]))
+                sizes[name].append(trace.stat().st_size / 1e6)
+                trace.unlink()
+        base = statistics.median(loops["profiler only"])
+        print(f"{'method':32} {'loop s':>7} {'ratio':>6} {'run s':>6} {'trace MB':>9}")
+        for name in METHODS:
+            loop = statistics.median(loops[name])
+            print(
+                f"{name:32} {loop:7.3f} {loop / base:6.2f} {statistics.median(walls[name]):6.1f} "
+                f"{statistics.median(sizes[name]):9.1f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Two cases only.")
     parser.add_argument("--naive-runs", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None, help="Write the results here too.")
+    parser.add_argument("--overhead", action="store_true", help="Discovery methods' overhead.")
+    parser.add_argument("--repeats", type=int, default=3)
     options = parser.parse_args()
+    if options.overhead:
+        overhead(options.repeats)
+        return
     chosen = cases()[2:4] if options.quick else cases()
     results = []
     print(

@@ -176,18 +176,20 @@ class Ranking:
     names: dict[str, dict[str, Any]]  # statement key -> its site (file, lines, statement, ...)
     per_repeat: dict[str, list[float]]  # statement key -> its time (µs) in each repeat
     repeat_totals: list[float]  # steady-state time (µs) of each repeat
+    calls: bool = False  # the repeats are repeated calls (the first one warms up)
 
 
 def decide(ranking: Ranking, runs: int, basis: str, measured_by: str) -> Answer | None:
     """The winner of a ranking, how stable it is, and its ties.
 
-    With three repeats or more the first is a warm-up (first calls allocate, fill caches): it
-    counts in the times but not in the ranking or its stability.
+    When the repeats are repeated calls and there are three or more, the first is a warm-up
+    (first calls allocate, fill caches): it counts in the times but not in the ranking or its
+    stability.
     """
     if not ranking.per_repeat:
         return None
     count = len(ranking.repeat_totals)
-    judged = slice(1, None) if count >= 3 else slice(None)
+    judged = slice(1, None) if count >= 3 and ranking.calls else slice(None)
     steady = {key: sum(times[judged]) for key, times in ranking.per_repeat.items()}
     totals = {key: sum(times) for key, times in ranking.per_repeat.items()}
     order = sorted(steady, key=lambda key: (-steady[key], -totals[key]))
@@ -262,7 +264,7 @@ def answer_from_markers(record: IterationRecord, runs: int) -> Answer | None:
             owner = trace.marker_of_gpu_event(index)
             if owner != NO_LINK:
                 gpu_self[owner] += trace.gpu.duration[index]
-    windows = _repeats(trace)
+    windows, calls = _repeats(trace)
     per_repeat: dict[str, list[float]] = {}
     names: dict[str, dict[str, Any]] = {}
     occurrences: dict[str, list[int]] = defaultdict(list)
@@ -287,7 +289,8 @@ def answer_from_markers(record: IterationRecord, runs: int) -> Answer | None:
         per_repeat[key][slot] += own
         occurrences[key].append(position)
     _clip_outliers(trace, per_repeat, occurrences, gpu_self if gpu else None, windows)
-    answer = decide(Ranking(names, per_repeat, totals), runs, "gpu" if gpu else "cpu", "markers")
+    ranking = Ranking(names, per_repeat, totals, calls)
+    answer = decide(ranking, runs, "gpu" if gpu else "cpu", "markers")
     if answer is None:
         return None
     top = next(
@@ -338,9 +341,10 @@ def _site_summary(site: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _repeats(trace: LinkedTrace) -> list[tuple[float, float]]:
+def _repeats(trace: LinkedTrace) -> tuple[list[tuple[float, float]], bool]:
     """The run cut into repeats: the occurrences of the outermost marker that recurs (e.g. each
-    ``model(ids)`` of a loop), or three equal slices of the markers' span."""
+    ``model(ids)`` of a loop), or three equal slices of the markers' span; and whether they are
+    repeated calls."""
     markers = trace.markers
     counts: dict[str, int] = defaultdict(int)
     for marker in markers:
@@ -354,14 +358,15 @@ def _repeats(trace: LinkedTrace) -> list[tuple[float, float]]:
             parent = markers[parent].parent
         if parent == NO_LINK:  # no recurring marker around it
             spans[marker.name].append((marker.start, marker.end))
-    if spans:
-        return sorted(max(spans.values(), key=lambda s: sum(end - start for start, end in s)))
+    recurring = [found for found in spans.values() if len(found) >= 2]
+    if recurring:
+        return sorted(max(recurring, key=lambda s: sum(end - start for start, end in s))), True
     if not markers:
-        return []
+        return [], False
     first = min(m.start for m in markers)
     last = max(m.end for m in markers)
     step = (last - first) / 3 or 1.0
-    return [(first + i * step, first + (i + 1) * step) for i in range(3)]
+    return [(first + i * step, first + (i + 1) * step) for i in range(3)], False
 
 
 def _window_of(windows: list[tuple[float, float]], time: float) -> int | None:

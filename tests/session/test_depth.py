@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from ncompass.session.callstacks import stack_profile
+from ncompass.session.report import history_json
 from ncompass.session.sampler import StackSamples
+from ncompass.trace import ProfilingSession
 from tests.conftest import REPO
 from tests.session.chains import (
     HEAVY_IMPORT,
@@ -41,7 +43,12 @@ def _session(
 
 
 def _planted_session(
-    tmp_path_factory: pytest.TempPathFactory, levels: int, dispatch_at: int | None, imports: str
+    tmp_path_factory: pytest.TempPathFactory,
+    levels: int,
+    dispatch_at: int | None,
+    imports: str,
+    *,
+    api: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
     folder = tmp_path_factory.mktemp(f"depth{levels + 2}")
     module = folder / f"chain{levels}.py"
@@ -49,6 +56,16 @@ def _planted_session(
     if imports:
         (folder / "heavy.py").write_text(HEAVY_IMPORT)
     run = script(folder, module.stem, imports=imports)
+    if api:  # what `session run` does, through ProfilingSession
+        session = ProfilingSession(str(folder / "traces"))
+        session.run_script(str(run))
+        session.apply_targeted_markers()
+        session.run_script(str(run))
+        assert session.answer is not None
+        return module, {
+            "answer": session.answer.to_dict(),
+            "iterations": history_json(session.iterations),
+        }
     code, document, stderr = _session(folder, run)
     assert code == 0, stderr
     return module, document
@@ -62,8 +79,8 @@ def shallow(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
 
 @pytest.fixture(scope="module")
 def deep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """Depth 10."""
-    return _planted_session(tmp_path_factory, 8, None, "")
+    """Depth 10, through the Python API."""
+    return _planted_session(tmp_path_factory, 8, None, "", api=True)
 
 
 @pytest.fixture(scope="module")
