@@ -25,6 +25,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("bench_nvtx_trace.py", [], ["--runs", "2", "--calls", "20000", "--steps", "20000"]),
     ("bench_kernels.py", [], ["--quick"]),
     ("bench_remote.py", [], ["--quick"]),
+    ("bench_session.py", [], ["--quick", "--naive-runs", "2"]),
 ]
 
 

@@ -248,9 +248,15 @@ def decide(ranking: Ranking, runs: int, basis: str, measured_by: str) -> Answer 
     )
 
 
-def answer_from_markers(record: IterationRecord, runs: int) -> Answer | None:
+def answer_from_markers(
+    record: IterationRecord, runs: int, *, include_setup: bool = False
+) -> Answer | None:
     """The statement range of a marker run with the most own time (GPU time when the trace has
-    GPU work), with the ops and kernels under it; None when the run marked no statement."""
+    GPU work), with the ops and kernels under it; None when the run marked no statement.
+
+    Only time inside the repeats counts (the imports before the first ``model(ids)`` do not),
+    unless ``include_setup``: then the whole run is one repeat.
+    """
     statements = [s for s in record.manifest if s.get("kind") in ("range", "call")]
     if not statements:
         return None
@@ -265,6 +271,9 @@ def answer_from_markers(record: IterationRecord, runs: int) -> Answer | None:
             if owner != NO_LINK:
                 gpu_self[owner] += trace.gpu.duration[index]
     windows, calls = _repeats(trace)
+    if include_setup and trace.markers:
+        windows = [(min(m.start for m in trace.markers), max(m.end for m in trace.markers))]
+        calls = False
     per_repeat: dict[str, list[float]] = {}
     names: dict[str, dict[str, Any]] = {}
     occurrences: dict[str, list[int]] = defaultdict(list)

@@ -104,11 +104,15 @@ def discovery_answer(discovery: Discovery, runs: int) -> Answer | None:
 
 
 def measured_answer(
-    record: IterationRecord, runs: int, predicted: list[dict[str, Any]], setup_ms: dict[str, float]
+    record: IterationRecord,
+    runs: int,
+    predicted: list[dict[str, Any]],
+    setup_ms: dict[str, float],
+    include_setup: bool = False,
 ) -> Answer | None:
     """The markers' answer; ``confirmed`` says whether it is the discovery run's estimate."""
     try:
-        answer = answer_from_markers(record, runs)
+        answer = answer_from_markers(record, runs, include_setup=include_setup)
     except TraceError:
         return None
     if answer is None:

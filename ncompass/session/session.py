@@ -259,7 +259,9 @@ class ProfilingSession:
             self._setup_ms = dict(record.discovery["setup_ms"])
             answer = discovery_answer(found, record.iteration)
         else:
-            answer = measured_answer(record, record.iteration, self._predicted, self._setup_ms)
+            answer = measured_answer(
+                record, record.iteration, self._predicted, self._setup_ms, self.include_setup
+            )
             self._predicted = []
         record.answer = answer.to_dict() if answer is not None else None
         self._save()
