@@ -10,6 +10,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 torch.manual_seed(0)
+torch.set_num_threads(1)  # steadier on a shared machine
 config = GPT2Config(n_layer=2, n_head=4, n_embd=32, n_inner=64, vocab_size=256, n_positions=1024)
 config._attn_implementation = "eager"
 model = GPT2LMHeadModel(config).eval()

@@ -107,6 +107,8 @@ class StackProfile:
         steady_us: Time of the run outside setup.
         paths: Per hot line, its heaviest path (the frames leading to it).
         windows: Per line, its self time in each third of the steady-state run (for stability).
+        functions: Per function of your code (a ``CodeLine`` whose line is 0), the steady-state
+            CPU time spent in it and its callees.
         gpu: Whether GPU time was credited.
     """
 
@@ -115,6 +117,7 @@ class StackProfile:
     steady_us: float = 0.0
     paths: dict[CodeLine, HotPath] = field(default_factory=dict)
     windows: dict[CodeLine, list[float]] = field(default_factory=dict)
+    functions: dict[CodeLine, float] = field(default_factory=dict)
     gpu: bool = False
 
     def ranked(self) -> list[tuple[CodeLine, LineTime]]:
@@ -230,6 +233,8 @@ def stack_profile(
         time = profile.lines.setdefault(leaf, LineTime())
         time.self_us += weight
         time.samples += 1
+        for function in {CodeLine(line.file, 0, line.qualname, line.module) for line in mine}:
+            profile.functions[function] = profile.functions.get(function, 0.0) + weight
         for line in set(mine):
             if line != leaf:
                 profile.lines.setdefault(line, LineTime()).total_us += weight

@@ -5,7 +5,8 @@ function of each caller), whatever dispatched the call at run time (``attention_
 ``functools.partial``, ``nn.Module.__call__``): no static resolution is needed. Each hot line is
 widened to its statement with the rewriter's own rule (:func:`resolve_lines`), and the next spec
 marks, for each of the hottest statements: every function of your code on its path and every
-statement of those functions (at the script's top level, only the statement on the path). The
+statement of those functions (at the script's top level, only the statement on the path); and
+every function holding a large share of the time with its callees, with all its statements. The
 next run measures them all, so it can correct a sampling error between neighbours at any level.
 """
 
@@ -29,6 +30,10 @@ from ncompass.spec.models import MODULE_LEVEL
 # a statement this close to the hottest one (share of its time) is marked too: it may be a tie
 _RUNNER_UP = 0.5
 _MAX_CANDIDATES = 3
+# functions holding this share of the steady-state time (with their callees) are marked too,
+# at most this many: the sampler's estimate can be off between neighbouring subtrees
+_HOT_FUNCTION_SHARE = 0.15
+_MAX_HOT_FUNCTIONS = 12
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,7 @@ def plan_hot_paths(
     """Markers down the paths to ``chosen`` statements (checked against the code like every
     proposal)."""
     proposal = Proposal()
-    for frame in {f for s in chosen for f in s.path.frames}:
+    for frame in {*(f for s in chosen for f in s.path.frames), *profile.functions}:
         if frame.module:
             planner.known_files.setdefault(frame.module, frame.file)
     seen_functions: set[tuple[TargetKey, str]] = set()
@@ -137,6 +142,34 @@ def plan_hot_paths(
             f"hot path to {statement.qualname}:{statement.start} {statement.text} "
             f"({share:.0f}% of the steady-state {'GPU' if profile.gpu else 'CPU'} time in the "
             f"discovery run, {depth} frames deep): markers on every function and statement of it"
+        )
+    added = 0
+    steady = profile.steady_us or 1.0
+    for function, spent in sorted(profile.functions.items(), key=lambda item: -item[1]):
+        if spent < _HOT_FUNCTION_SHARE * steady or added >= _MAX_HOT_FUNCTIONS:
+            break
+        if function.qualname == MODULE_LEVEL:
+            continue
+        key = key_of(function)
+        if (key, function.qualname) in seen_functions:
+            continue
+        try:
+            index = planner.source_of(key)[1]
+        except (NcompassError, OSError, SyntaxError):
+            continue
+        hot_scope = index.scopes.get(function.qualname)
+        if hot_scope is None or hot_scope.kind != "function":
+            continue
+        seen_functions.add((key, function.qualname))
+        proposal.add(key, "functions", {"qualname": function.qualname})
+        for inner in _all_statements(hot_scope):
+            proposal.add(key, "ranges", planner.range_marker(index, hot_scope, [inner]))
+        added += 1
+    if added:
+        proposal.reasons.append(
+            f"and {added} more function{'s' if added != 1 else ''} holding "
+            f"{100 * _HOT_FUNCTION_SHARE:.0f}% or more of the steady-state time with their "
+            "callees: every statement of them, so the next run can correct the estimate"
         )
     _deduplicate(proposal)
     return planner.checked(proposal)
