@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test lint typecheck unit bench clean
+.PHONY: setup demo test lint typecheck layers unit bench clean
 
 setup: $(VENV)/.installed
 
@@ -29,10 +29,14 @@ lint: setup
 typecheck: setup
 	$(PY) -m mypy
 
+# the package layering (contracts in pyproject.toml, explained in docs/architecture.md)
+layers: setup
+	$(VENV)/bin/lint-imports --no-cache --no-logo
+
 unit: setup
 	$(PY) -m pytest -n 2 -q
 
-test: lint typecheck unit
+test: lint typecheck layers unit
 
 bench: setup
 	$(PY) benchmarks/run_all.py

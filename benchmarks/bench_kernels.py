@@ -2,6 +2,7 @@
 
     python benchmarks/bench_kernels.py [--preset NAME]... [--dtype float16] [--quick]
     python benchmarks/bench_kernels.py --interpreter-check      # no GPU: correctness only
+    python benchmarks/bench_kernels.py --dispatch-overhead      # any machine: Python call cost
 
 Shapes: the demo model (``tinyformer``), the convolutions of ResNet-50 (batch 32, 224x224) and
 the layers of one Llama-2-7B decoder layer for 2048 tokens (``llama7b``) and 16 tokens
@@ -16,6 +17,11 @@ GEMMs, convolutions and attention are reported in TFLOPS, norms (memory-bound) i
 
 Without a GPU nothing can be timed: it says so and, with ``--interpreter-check``, runs scaled-down
 versions of the shapes in Triton's interpreter and prints their error against PyTorch.
+
+``--dispatch-overhead`` times the Python cost of one call on tiny CPU tensors (every op falls
+back to PyTorch there, so the kernel itself is out of the picture): PyTorch's function, the
+ncompass op called eagerly, and the op's ``torch.library`` custom op, which is what a
+``torch.compile``d graph calls; median of interleaved rounds, in µs per call.
 """
 
 from __future__ import annotations
@@ -43,7 +49,14 @@ def main() -> int:
         action="store_true",
         help="without a GPU: check scaled-down shapes against PyTorch in Triton's interpreter",
     )
+    parser.add_argument(
+        "--dispatch-overhead",
+        action="store_true",
+        help="time a call's Python cost: PyTorch, the eager op, the compiled graph's custom op",
+    )
     args = parser.parse_args()
+    if args.dispatch_overhead:
+        return _dispatch_overhead()
     presets = tuple(args.preset or DEFAULT_PRESETS)
     if args.interpreter_check:
         # must be set before the first kernel module is imported
@@ -144,6 +157,59 @@ def _check_interpreted(presets: tuple[str, ...], dtype_name: str, quick: bool) -
     fallbacks = {op: s.fallbacks for op, s in stats().items() if s.fallbacks}
     print(f"\nkernel calls: {calls}; fallbacks: {fallbacks or 'none'}")
     return 1 if failures else 0
+
+
+def _dispatch_overhead(rounds: int = 15, number: int = 2000) -> int:
+    import statistics
+    import timeit
+
+    import torch
+    import torch.nn.functional as F
+
+    from ncompass.kernels import ops
+
+    graph = torch.ops.ncompass  # what Inductor's code calls: the ops' custom ops
+
+    x, w, b = torch.randn(4, 8), torch.randn(16, 8), torch.randn(16)
+    q = torch.randn(1, 2, 4, 8)
+    cases: dict[str, dict[str, Callable[[], Any]]] = {
+        "linear": {
+            "pytorch": lambda: F.linear(x, w, b),
+            "ops (eager)": lambda: ops.linear(x, w, b),
+            "custom op (compiled)": lambda: graph.linear(x, w, b, "none"),
+        },
+        "layer_norm": {
+            "pytorch": lambda: F.layer_norm(x, (8,)),
+            "ops (eager)": lambda: ops.layer_norm(x, (8,)),
+            "custom op (compiled)": lambda: graph.layer_norm(x, [8], None, None, 1e-5),
+        },
+        "attention": {
+            "pytorch": lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True),
+            "ops (eager)": lambda: ops.scaled_dot_product_attention(q, q, q, is_causal=True),
+            "custom op (compiled)": lambda: graph.scaled_dot_product_attention(
+                q, q, q, None, 0.0, True, None, False
+            ),
+        },
+    }
+    print(
+        f"Python cost of one call, tiny CPU tensors (PyTorch fallback), torch {torch.__version__}"
+    )
+    print(f"median of {rounds} interleaved rounds of {number} calls, µs per call")
+    print(f"{'op':<12}{'pytorch':>10}{'ops (eager)':>14}{'custom op':>12}{'custom/eager':>15}")
+    with torch.no_grad():
+        for op, calls in cases.items():
+            times: dict[str, list[float]] = {name: [] for name in calls}
+            for _ in range(rounds):
+                for name, call in calls.items():
+                    times[name].append(timeit.timeit(call, number=number) / number * 1e6)
+            pytorch, eager, custom = (statistics.median(t) for t in times.values())
+            print(f"{op:<12}{pytorch:>10.2f}{eager:>14.2f}{custom:>12.2f}{custom / eager:>14.2f}x")
+        check = timeit.repeat(torch.compiler.is_compiling, number=100_000, repeat=rounds)
+    print(
+        f"the eager op's added check, torch.compiler.is_compiling(): "
+        f"{statistics.median(check) / 100_000 * 1e6:.3f} µs"
+    )
+    return 0
 
 
 def _op_call(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:

@@ -13,8 +13,9 @@ are module globals, as in a rewritten module)::
 
 Cases: a bare loop; a bare ``nvtx`` domain push/pop pair with pre-built event attributes (the
 goal's yardstick); the generated shape with each context while nothing records; the seed context
-manager classes; ``torch.profiler.record_function`` as a context manager. Then the cost of the
-NVTX recorder per event, with the recorder attached to a child process.
+manager classes; ``torch.profiler.record_function`` as a context manager. Then a model compiled
+with ``torch.compile(fullgraph=True)``, marked and unmarked (the markers must not slow it). Then
+the cost of the NVTX recorder per event, with the recorder attached to a child process.
 
 Each number is the median over repeated runs (cases interleaved, so drift hits all alike) of
 nanoseconds per loop iteration. "net" subtracts the bare loop.
@@ -23,6 +24,7 @@ nanoseconds per loop iteration. "net" subtracts the bare loop.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -197,6 +199,59 @@ def header_call_costs(repeats: int, contexts: list[str]) -> dict[str, float]:
     return measure(loops, repeats)
 
 
+# ------------------------------------------------------------------------------ compiled code
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "compile"
+
+
+def compiled_costs(repeats: int) -> dict[str, float]:
+    """µs per call of examples/compile's model compiled with fullgraph=True, unmarked and
+    under its spec (context torch), with and without a torch profiler recording."""
+    import importlib
+
+    import torch
+
+    from ncompass.importer.hook import disable_rewrites, enable_rewrites
+    from ncompass.spec.models import RewriteConfig
+
+    sys.path.insert(0, str(EXAMPLE))
+    x = torch.randn(8, 32)
+    calls: dict[str, Callable[[], object]] = {}
+    try:
+        for label in ("unmarked", "marked"):
+            if label == "marked":
+                enable_rewrites(RewriteConfig.from_yaml(EXAMPLE / "spec.yaml"))
+            sys.modules.pop("compiled_mlp", None)
+            module = importlib.import_module("compiled_mlp")
+            torch.manual_seed(0)
+            compiled = torch.compile(module.CompiledMLP().eval(), fullgraph=True)
+            with torch.no_grad():
+                compiled(x)  # compile now, not in the timed loop
+
+            def call(compiled: Any = compiled) -> object:
+                with torch.no_grad():
+                    return compiled(x)
+
+            calls[label] = call
+    finally:
+        disable_rewrites()
+        sys.path.remove(str(EXAMPLE))
+    results: dict[str, float] = {}
+    for profiled in (False, True):
+        samples: dict[str, list[float]] = {label: [] for label in calls}
+        with torch.profiler.profile() if profiled else contextlib.nullcontext():
+            for _ in range(repeats):
+                for label, call in calls.items():  # interleaved
+                    start = time.perf_counter_ns()
+                    for _ in range(200):
+                        call()
+                    samples[label].append((time.perf_counter_ns() - start) / 200 / 1000)
+        suffix = ", torch profiler on" if profiled else ""
+        for label, values in samples.items():
+            results[f"{label}{suffix}"] = statistics.median(values)
+    return results
+
+
 # ------------------------------------------------------------------------------ NVTX recorder
 
 RECORDER_CASES = ("bare nvtx domain push/pop pair", "marker nvtx", "marker nvtx, dynamic name")
@@ -349,6 +404,11 @@ def main() -> None:
     for name, value in header.items():
         print(f"  {name:42s} {value:9.1f}  (+{value - plain_call:.1f} ns for the marker)")
     if include_torch:
+        print("\nthe model of examples/compile compiled with fullgraph=True, µs per call:")
+        compiled = compiled_costs(max(3, repeats // 3))
+        for name, value in compiled.items():
+            peer = compiled["unmarked, torch profiler on" if "profiler" in name else "unmarked"]
+            print(f"  {name:42s} {value:9.1f}  ({value / peer:.2f}x unmarked)")
         print("\nwhile a torch profiler records (CPU activity), ns per iteration:")
         for name, value in torch_recording_costs(max(3, repeats // 3)).items():
             print(f"  {name:42s} {value:9.1f}")

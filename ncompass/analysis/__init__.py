@@ -1,6 +1,7 @@
 """Where the time went: breakdowns, bottleneck rules, recommendations and summaries."""
 
 from ncompass.analysis.breakdown import Breakdown, RankBreakdown, breakdown
+from ncompass.analysis.comparison import Change, Comparison, check_slowdown, compare
 from ncompass.analysis.html_page import render_html
 from ncompass.analysis.markers import MarkerStats, marker_stats
 from ncompass.analysis.rules import Bottleneck
@@ -9,9 +10,13 @@ from ncompass.analysis.summary import summarize_trace
 __all__ = [
     "Bottleneck",
     "Breakdown",
+    "Change",
+    "Comparison",
     "MarkerStats",
     "RankBreakdown",
     "breakdown",
+    "check_slowdown",
+    "compare",
     "marker_stats",
     "render_html",
     "summarize_trace",

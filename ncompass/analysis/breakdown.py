@@ -1,4 +1,4 @@
-"""Temporal and kernel-type breakdown of GPU time per rank, as DESIGN.md defines it.
+"""Temporal and kernel-type breakdown of GPU time per rank, as docs/architecture.md defines it.
 
 Per rank (one trace file): ``kernel_span_us`` runs from the first GPU event's start to the last
 one's end; ``idle_us`` is the span minus the union of all GPU event intervals; ``compute_us`` is
@@ -57,7 +57,7 @@ class RankBreakdown:
     window: str
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: DESIGN.md's keys first, then the extras."""
+        """JSON-ready dict: the keys of docs/architecture.md first, then the extras."""
         return {
             "kernel_span_us": self.kernel_span_us,
             "idle_us": self.idle_us,
@@ -97,7 +97,7 @@ class Breakdown:
         return sum(rank.memory_us for rank in self.ranks)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``ncompass breakdown --json`` (DESIGN.md, plus extra keys)."""
+        """The JSON shape of ``ncompass breakdown --json``: docs/architecture.md's, plus extras."""
         return {
             "ranks": {str(rank.rank): rank.to_dict() for rank in self.ranks},
             "kernel_types": {

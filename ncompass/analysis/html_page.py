@@ -6,7 +6,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ncompass.analysis.markdown_report import format_duration
+from ncompass.analysis.markdown_report import compiled_headline, format_duration
 
 _COLOURS = {
     "computation": "#2f7ed8",
@@ -60,6 +60,7 @@ def render_html(summary: dict[str, Any], *, top: int = 20) -> str:
         else "<p>No GPU events in this trace.</p>",
         "<h2>Markers</h2>",
         _marker_chart([op for op in structured["operations"] if op["kind"] == "marker"][:top]),
+        *_compiled_code(structured["markers"], top),
         "<h2>Bottlenecks</h2>",
         _bottlenecks(structured["bottlenecks"]),
         "<h2>Recommendations</h2>",
@@ -138,6 +139,26 @@ def _marker_chart(markers: list[dict[str, Any]]) -> str:
         f'<svg role="img" aria-label="Time per marker" viewBox="0 0 1000 {height}" '
         f'width="100%">{"".join(rows)}</svg>{legend}'
     )
+
+
+def _compiled_code(markers: list[dict[str, Any]], top: int) -> list[str]:
+    compiled = [marker for marker in markers if marker.get("compiled_kernels")]
+    if not compiled:
+        return []
+    items = []
+    for marker in compiled:
+        kernels = marker["compiled_kernels"]
+        rows = "".join(
+            f'<tr><td title="{escape(k["name"])}">{escape(_shorten(k["name"], 140))}</td>'
+            f"<td>{k['calls']}</td><td>{format_duration(k['total_us'])}</td></tr>"
+            for k in kernels[:top]
+        )
+        items.append(
+            f"<li><code>{escape(marker['name'])}</code>: {escape(compiled_headline(kernels))}"
+            f"<table><tr><th>Inductor kernel</th><th>calls</th><th>total</th></tr>{rows}"
+            "</table></li>"
+        )
+    return ["<h2>Compiled code</h2>", "<ul>" + "".join(items) + "</ul>"]
 
 
 def _bottlenecks(bottlenecks: list[dict[str, Any]]) -> str:

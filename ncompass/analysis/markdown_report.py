@@ -46,6 +46,7 @@ def render_markdown(structured: dict[str, Any], *, top: int = 20) -> str:
         lines.append("")
     operations = structured["operations"]
     lines += _marker_table([op for op in operations if op["kind"] == "marker"][:top])
+    lines += _compiled_section(structured["markers"], top)
     lines += _kernel_table([op for op in operations if op["kind"] == "kernel"][:top])
     lines += _operator_table([op for op in operations if op["kind"] == "cpu_op"][:top])
     return "\n".join(lines).rstrip() + "\n"
@@ -129,6 +130,40 @@ def _marker_table(rows: list[dict[str, Any]], title: str | None = "Markers") -> 
             f"{format_duration(row['cpu_self_us'])} | {format_duration(row['gpu_total_us'])} | "
             f"{row['gpu_events']} | {'' if share is None else f'{share:.1%}'} |"
         )
+    return [*lines, ""]
+
+
+def compiled_headline(kernels: list[dict[str, Any]]) -> str:
+    """``compiled: its time is in 3 Inductor kernels (1.20 ms)``."""
+    total = sum(kernel["total_us"] for kernel in kernels)
+    plural = "" if len(kernels) == 1 else "s"
+    return (
+        f"compiled: its time is in {len(kernels)} Inductor kernel{plural} "
+        f"({format_duration(total)})"
+    )
+
+
+def _compiled_section(markers: list[dict[str, Any]], top: int) -> list[str]:
+    compiled = [marker for marker in markers if marker.get("compiled_kernels")]
+    if not compiled:
+        return []
+    lines = [
+        "## Compiled code",
+        "",
+        "Markers whose code `torch.compile` compiled: Inductor kernels generated from their "
+        "lines (a kernel made from several markers' lines is listed under each).",
+        "",
+    ]
+    for marker in compiled:
+        kernels = marker["compiled_kernels"]
+        lines.append(f"- {_cell(marker['name'])}: {compiled_headline(kernels)}")
+        for kernel in kernels[:top]:
+            lines.append(
+                f"  - {_cell(kernel['name'])}: {kernel['calls']} calls, "
+                f"{format_duration(kernel['total_us'])}"
+            )
+        if len(kernels) > top:
+            lines.append(f"  - … {len(kernels) - top} more")
     return [*lines, ""]
 
 

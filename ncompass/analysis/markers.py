@@ -1,16 +1,21 @@
 """Per-marker statistics: CPU inclusive/exclusive time, calls, and the GPU work each launched.
 
 Markers are grouped by name (every ``ProfilerStep#N`` counts as ``ProfilerStep#*``), so the
-session engine can compare a marker across iterations and trace files by its name.
+session engine can compare a marker across iterations and trace files by its name. Code that
+``torch.compile`` compiled runs as Inductor kernels whose events name the markers their source
+lines are in (``args.ncompass_markers``): those kernels are listed under each marker.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ncompass.traces.annotate import KERNEL_MARKERS_ARG
+from ncompass.traces.events import GPU_CATEGORIES, microseconds
 from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace, marker_group
+from ncompass.traces.reader import TraceReader
 
 _SYNCHRONIZE = "synchronize"
 
@@ -18,6 +23,15 @@ _SYNCHRONIZE = "synchronize"
 def is_synchronization(name: str) -> bool:
     """Whether a CPU runtime call waits for the GPU (``cudaDeviceSynchronize``, ...)."""
     return _SYNCHRONIZE in name.lower()
+
+
+@dataclass
+class CompiledKernelStats:
+    """One Inductor kernel generated from a marker's code: its calls and their total time."""
+
+    name: str
+    calls: int = 0
+    total_us: float = 0.0
 
 
 @dataclass
@@ -37,6 +51,8 @@ class MarkerStats:
         launches: CPU launch calls inside the ranges (nested markers included).
         sync_calls, sync_us: Synchronizing runtime calls inside the ranges and their CPU time.
         threads: Number of distinct threads the ranges ran on.
+        compiled_kernels: Inductor kernels generated from the marker's code (its time when
+            the code was compiled), the most expensive first.
     """
 
     name: str
@@ -52,6 +68,7 @@ class MarkerStats:
     sync_calls: int = 0
     sync_us: float = 0.0
     threads: int = 0
+    compiled_kernels: list[CompiledKernelStats] = field(default_factory=list)
 
     @property
     def cpu_mean_us(self) -> float:
@@ -143,6 +160,74 @@ def marker_stats(source: str | Path | LinkedTrace) -> dict[str, MarkerStats]:
     for name, entry in stats.items():
         entry.threads = len(threads[name])
     return dict(sorted(stats.items(), key=lambda item: -item[1].cpu_total_us))
+
+
+def may_hold_compiled_kernels(trace: LinkedTrace) -> bool:
+    """Whether the trace ran ``torch.compile``d code (cheap: from what linking kept)."""
+    return any(name.startswith(_COMPILED_REGION) for name in trace.cpu_operators) or any(
+        name.startswith(_TRITON_KERNEL) for name in trace.names
+    )
+
+
+def compiled_kernel_stats(path: str | Path) -> dict[str, list[CompiledKernelStats]]:
+    """Marker name -> the compiled kernels attributed to it, the most expensive first.
+
+    Kernels are the events carrying ``args.ncompass_markers``; a kernel's time is that of its
+    GPU events when it has any (GPU kernels), else of its CPU events (C++ kernels).
+    """
+    kernels: dict[str, tuple[list[str], CompiledKernelStats, CompiledKernelStats]] = {}
+    for batch in TraceReader(path, progress=False).batches():
+        for event in batch:
+            args = event.get("args")
+            if not isinstance(args, dict) or event.get("ph") != "X":
+                continue
+            markers = args.get(KERNEL_MARKERS_ARG)
+            if not isinstance(markers, list):
+                continue
+            name = str(event.get("name"))
+            entry = kernels.get(name)
+            if entry is None:
+                entry = kernels[name] = (
+                    [str(marker) for marker in markers],
+                    CompiledKernelStats(name),
+                    CompiledKernelStats(name),
+                )
+            category = event.get("cat")
+            gpu_side = isinstance(category, str) and category.lower() in GPU_CATEGORIES
+            stats = entry[2] if gpu_side else entry[1]
+            stats.calls += 1
+            stats.total_us += microseconds(event.get("dur") or 0)
+    by_marker: dict[str, list[CompiledKernelStats]] = {}
+    for markers, on_cpu, on_gpu in kernels.values():
+        kernel = on_gpu if on_gpu.calls else on_cpu
+        for marker in markers:
+            by_marker.setdefault(marker, []).append(kernel)
+    for listed in by_marker.values():
+        listed.sort(key=lambda stats: -stats.total_us)
+    return by_marker
+
+
+def add_compiled_kernels(
+    markers: dict[str, MarkerStats], kernels: dict[str, list[CompiledKernelStats]]
+) -> list[MarkerStats]:
+    """Fill each marker's ``compiled_kernels``; markers known only from their kernels (their
+    ranges inside compiled code never record) get an entry of their own, after the others.
+
+    Returns:
+        The markers that have no range in the trace.
+    """
+    added: list[MarkerStats] = []
+    for name, listed in kernels.items():
+        entry = markers.get(name)
+        if entry is None:
+            entry = MarkerStats(name)
+            added.append(entry)
+        entry.compiled_kernels = listed
+    return added
+
+
+_COMPILED_REGION = "Torch-Compiled Region"  # the range Dynamo records around compiled code
+_TRITON_KERNEL = "triton_"
 
 
 def _credit_partly_overlapping_markers(

@@ -7,7 +7,13 @@ from typing import Any
 
 from ncompass.analysis.breakdown import rank_breakdown
 from ncompass.analysis.markdown_report import render_markdown
-from ncompass.analysis.markers import marker_stats
+from ncompass.analysis.markers import (
+    MarkerStats,
+    add_compiled_kernels,
+    compiled_kernel_stats,
+    marker_stats,
+    may_hold_compiled_kernels,
+)
 from ncompass.analysis.operations import build_operations, kernel_stats
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
 from ncompass.traces.link import link_trace
@@ -32,7 +38,9 @@ def summarize_trace(
     Returns:
         ``{"markdown": str, "structured": {"operations", "bottlenecks", "recommendations",
         "markers", "breakdown", "trace", "focus"}}``; ``operations`` and ``bottlenecks`` are
-        lists of dicts, ``recommendations`` a list of strings.
+        lists of dicts, ``recommendations`` a list of strings. Each marker lists the Inductor
+        kernels compiled from its code (``compiled_kernels``); a compiled marker whose range
+        never recorded has an entry too.
 
     Raises:
         TraceError: The file is missing, truncated or not a trace.
@@ -44,12 +52,15 @@ def summarize_trace(
     kernels = kernel_stats(trace)
     bottlenecks = find_bottlenecks(RuleInput(trace, breakdown, markers, kernels))
     recommendations = list(dict.fromkeys(finding.recommendation for finding in bottlenecks))
+    compiled_only: list[MarkerStats] = []
+    if may_hold_compiled_kernels(trace):  # a second pass, only over traces of compiled code
+        compiled_only = add_compiled_kernels(markers, compiled_kernel_stats(path))
     wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
     structured: dict[str, Any] = {
         "operations": build_operations(trace, markers, kernels, top),
         "bottlenecks": [finding.to_dict() for finding in bottlenecks],
         "recommendations": recommendations,
-        "markers": [stats.to_dict() for stats in markers.values()],
+        "markers": [stats.to_dict() for stats in [*markers.values(), *compiled_only]],
         "breakdown": {"rank": rank, **breakdown.to_dict()},
         "trace": {
             "path": str(trace.path),

@@ -3,22 +3,19 @@
 A :class:`~ncompass.gpu.GpuMonitor` samples while the script runs; afterwards its samples
 become counter tracks (``"ph": "C"``) in the trace, on the profiler's clock, so Perfetto draws
 utilisation under the markers; and the stretches where utilisation stayed low inside a marker
-are reported.
+are reported. The trace is streamed (:mod:`ncompass.traces.counters`), never loaded whole.
 """
 
 from __future__ import annotations
 
-import gzip
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from ncompass.errors import CaptureError
+from ncompass.errors import CaptureError, TraceError
 from ncompass.gpu import DeviceSpec, GpuMonitor, GpuSummary
 from ncompass.gpu import timeline as gpu_timeline
+from ncompass.traces.counters import CounterPlacement, append_counter_tracks
 
 LOW_UTILISATION_PERCENT = 30.0
 
@@ -71,36 +68,25 @@ def finish(monitor: GpuMonitor, trace_path: Path | None) -> GpuTimeline:
     result = GpuTimeline(summaries=list(monitor.summaries))
     if trace_path is None or not monitor.samples:
         return result
-    trace = _load(trace_path)
-    result.counter_events = gpu_timeline.add_counter_tracks(trace, monitor.samples)
-    offset = gpu_timeline.torch_trace_clock_offset_us(trace)
-    ranges = gpu_timeline.marker_ranges(trace)
+
+    def counters_at(placement: CounterPlacement) -> list[dict[str, Any]]:
+        added = [gpu_timeline.process_name_event(placement.pid)] if placement.new_process else []
+        return added + gpu_timeline.counter_events(
+            monitor.samples, pid=placement.pid, clock_offset_us=placement.clock_offset_us
+        )
+
+    try:
+        placement, result.counter_events = append_counter_tracks(trace_path, counters_at)
+    except TraceError as error:
+        raise CaptureError(f"cannot add GPU counters to the trace: {error}") from None
     stretches = gpu_timeline.low_utilisation_stretches(
-        monitor.samples, ranges, LOW_UTILISATION_PERCENT, clock_offset_us=offset
+        monitor.samples,
+        placement.marker_ranges,
+        LOW_UTILISATION_PERCENT,
+        clock_offset_us=placement.clock_offset_us,
     )
     result.low_utilisation = gpu_timeline.format_low_utilisation(stretches, LOW_UTILISATION_PERCENT)
-    _save(trace_path, trace)
     return result
-
-
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        raw = path.read_bytes()
-        document = orjson.loads(gzip.decompress(raw) if path.name.endswith(".gz") else raw)
-    except (OSError, orjson.JSONDecodeError, gzip.BadGzipFile) as error:
-        raise CaptureError(f"cannot read the trace to add GPU counters ({path}): {error}") from None
-    if not isinstance(document, dict):
-        raise CaptureError(f"{path}: not a Chrome trace object; GPU counters not added")
-    return document
-
-
-def _save(path: Path, document: dict[str, Any]) -> None:
-    data = orjson.dumps(document)
-    if path.name.endswith(".gz"):
-        data = gzip.compress(data)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.gpu.tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 __all__ = ["GpuMonitorOptions", "GpuTimeline", "finish", "start_monitor"]

@@ -21,7 +21,9 @@ import orjson
 
 from ncompass.capture.backends import make_profiler
 from ncompass.capture.backends.nvtx import INJECTION_ENV as NVTX_INJECTION_ENV
+from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.child_run import needs_child_process, run_in_child
+from ncompass.capture.compiled_kernels import provenance_note
 from ncompass.capture.decorator import PROFILE_ENV
 from ncompass.capture.environment import scoped_environment
 from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline, finish, start_monitor
@@ -45,6 +47,8 @@ from ncompass.importer.script import (
     run_script,
 )
 from ncompass.importer.targets import unmet_requirement
+from ncompass.overwrite_guard import refuse_overwriting_inputs
+from ncompass.runtime.cuda_graphs import forget_captured_markers, graph_captured_markers
 from ncompass.spec.merge import merge_specs
 from ncompass.spec.models import RewriteConfig, TargetSpec
 
@@ -131,6 +135,10 @@ def run(options: RunOptions) -> RunResult:
     entry = options.script or options.module or "run"
     name = options.trace_name or timestamped_name(Path(entry).stem if options.script else entry)
     trace_path = folder / f"{safe_name(name)}.json" if options.trace_name else None
+    if trace_path is not None:
+        files = [*options.specs, options.script]
+        inputs = [item for item in files if isinstance(item, str | Path)]
+        refuse_overwriting_inputs(trace_path, inputs)
     probe = make_profiler(options.profiler, Path(os.devnull))
     default_context = probe.marker_context
     if default_context == "torch" and os.environ.get(NVTX_INJECTION_ENV):
@@ -157,6 +165,7 @@ def run(options: RunOptions) -> RunResult:
     monitor: GpuMonitor | None = None
     gpu: GpuTimeline | None = None
     with scoped_environment({PROFILE_ENV: "1", TRACE_DIR_ENV: str(folder), RUNNER_ENV: "1"}):
+        forget_captured_markers()
         enable_rewrites(config)
         try:
             profiler.start()
@@ -188,7 +197,10 @@ def run(options: RunOptions) -> RunResult:
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
-        sidecar = _write_sidecar(written, options, config, markers, outcome, started, duration, gpu)
+        kernels = _compiled_kernels(profiler, markers)
+        sidecar = _write_sidecar(
+            written, options, config, markers, outcome, started, duration, gpu, kernels
+        )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
     return RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced)
@@ -216,6 +228,18 @@ def _is_empty(path: Path) -> bool:
         return False
 
 
+def _compiled_kernels(profiler: object, markers: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The sidecar's record of the Inductor kernels compiled during the run and their markers."""
+    if not isinstance(profiler, TorchProfiler):
+        return None
+    from ncompass.capture.kernel_markers import kernel_records
+
+    note = provenance_note()
+    if not profiler.compiled_kernels and note is None:
+        return None
+    return {"kernels": kernel_records(profiler.compiled_kernels, markers), "note": note}
+
+
 def _write_sidecar(
     trace: Path,
     options: RunOptions,
@@ -225,6 +249,7 @@ def _write_sidecar(
     started: float,
     duration: float,
     gpu: GpuTimeline | None,
+    compiled_kernels: dict[str, Any] | None,
 ) -> Path:
     path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
@@ -239,12 +264,17 @@ def _write_sidecar(
         "spec": config.to_dict(),
         "markers": markers,
     }
+    if compiled_kernels is not None:
+        document["compiled_kernels"] = compiled_kernels
     if gpu is not None:
         document["gpu"] = {
             "summaries": [summary.to_dict() for summary in gpu.summaries],
             "low_utilisation": gpu.low_utilisation,
             "counter_events": gpu.counter_events,
         }
+    captured = graph_captured_markers()
+    if captured:  # they recorded nothing: their code replays as a CUDA graph (docs/compile.md)
+        document["cuda_graph_markers"] = captured
     path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     return path
 

@@ -24,6 +24,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "breakdown": ("ncompass.cli._traces:breakdown_command", "Temporal and kernel-type breakdown."),
     "filter": ("ncompass.cli._traces:filter_command", "Keep markers and what they launched."),
     "merge": ("ncompass.cli._traces:merge_command", "Merge per-rank traces into one timeline."),
+    "compare": ("ncompass.cli._compare:compare_command", "Did it get faster? Compare traces."),
     "session": (
         "ncompass.cli._session:session_group",
         "The iterative loop: run, drill, run again.",

@@ -64,8 +64,10 @@ def validate_command(specs: tuple[Path, ...], paths: tuple[str, ...]) -> None:
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 def migrate_command(old: Path, output: Path, force: bool) -> None:
     """Convert a version 0 spec (the seed SDK's JSON/dict shape) to a version 1 YAML file."""
+    from ncompass.overwrite_guard import refuse_overwriting_inputs
     from ncompass.spec.models import RewriteConfig
 
+    refuse_overwriting_inputs(output, [old])  # even with --force: the old spec is the input
     config = RewriteConfig.from_yaml(old)
     if output.exists() and not force:
         raise SpecError(f"{output} exists; choose another name or pass --force to replace it")

@@ -31,7 +31,10 @@ _TRACE = click.Path(dir_okay=False, path_type=Path)
 def summarize_command(trace: Path, as_json: bool, top: int, html_path: Path | None) -> None:
     """Summarize where the time of TRACE went: markers, kernels, bottlenecks, advice."""
     from ncompass.analysis.summary import summarize_trace
+    from ncompass.overwrite_guard import refuse_overwriting_inputs
 
+    if html_path is not None:
+        refuse_overwriting_inputs(html_path, [trace])
     summary = summarize_trace(trace, top=top)
     if html_path is not None:
         from ncompass.analysis.html_page import render_html

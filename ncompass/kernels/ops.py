@@ -11,6 +11,10 @@ While a torch profiler records, each call is a ``user_annotation`` range named
 ``ncompass.kernels.<op>[triton]`` or ``ncompass.kernels.<op>[pytorch]``, so a trace shows which
 path ran inside the user's own markers.
 
+Under ``torch.compile`` each op is traced as its ``torch.library`` custom op
+(:mod:`~ncompass.kernels.custom_ops`): one node in the graph, which runs the call as above when
+the graph runs.
+
 Example:
     >>> from ncompass.kernels import ops
     >>> out = ops.conv2d(x, w, b, stride=(1, 1), padding=(1, 1))
@@ -24,9 +28,10 @@ from typing import Any, cast
 
 import torch
 
-from ncompass.kernels import conditions, execute, reference
+from ncompass.kernels import conditions, custom_ops, execute, reference
 from ncompass.kernels.backend import unavailable_reason
 from ncompass.kernels.catalog import KERNEL_MODULES, OPS
+from ncompass.kernels.custom_ops import is_compiling
 from ncompass.kernels.stats import record_fallback, record_kernel
 
 _IDLE = contextlib.nullcontext()
@@ -51,6 +56,11 @@ def conv2d(
     if input.dim() == 3 and weight.dim() == 4:
         batched = input.unsqueeze(0)
         return conv2d(batched, weight, bias, stride, padding, dilation, groups, activation=act)[0]
+    if is_compiling():
+        if custom_ops.needs_autograd(input, weight, bias):
+            return reference.conv2d(input, weight, bias, stride, padding, dilation, groups, act)
+        arguments = custom_ops.conv2d_arguments(stride, padding, dilation)
+        return CUSTOM_OPS.conv2d(input, weight, bias, *arguments, groups, act)
     return _dispatch(
         "conv2d",
         (input, weight, bias),
@@ -70,6 +80,10 @@ def linear(
     ``input`` is ``(..., K)``, any layout; the weight is read transposed in place, never copied.
     """
     act = conditions.check_activation(activation)
+    if is_compiling():
+        if custom_ops.needs_autograd(input, weight, bias):
+            return reference.linear(input, weight, bias, act)
+        return CUSTOM_OPS.linear(input, weight, bias, act)
     leading = tuple(input.shape[:-1])
 
     def problem() -> Any:
@@ -95,6 +109,10 @@ def linear(
 def matmul(a: Any, b: Any, *, activation: str | None = None) -> Any:
     """``a @ b`` (then ``activation``) for 2-D operands on the GEMM kernel."""
     act = conditions.check_activation(activation)
+    if is_compiling():
+        if custom_ops.needs_autograd(a, b):
+            return reference.matmul(a, b, act)
+        return CUSTOM_OPS.matmul(a, b, act)
     return _dispatch(
         "matmul",
         (a, b),
@@ -112,6 +130,11 @@ def layer_norm(
     eps: float = 1e-5,
 ) -> Any:
     """``torch.nn.functional.layer_norm`` on the fused row-normalisation kernel."""
+    if is_compiling():
+        if custom_ops.needs_autograd(input, weight, bias):
+            return reference.layer_norm(input, normalized_shape, weight, bias, eps)
+        shape = custom_ops.norm_shape(normalized_shape)
+        return CUSTOM_OPS.layer_norm(input, shape, weight, bias, eps)
     return _dispatch(
         "layer_norm",
         (input, weight, bias),
@@ -132,6 +155,11 @@ def rms_norm(
     ``eps=None`` means the machine epsilon of the computation type, as in PyTorch (float32's
     for float16 and bfloat16 inputs).
     """
+    if is_compiling():
+        if custom_ops.needs_autograd(input, weight):
+            return reference.rms_norm(input, normalized_shape, weight, eps)
+        shape = custom_ops.norm_shape(normalized_shape)
+        return CUSTOM_OPS.rms_norm(input, shape, weight, eps)
 
     def problem() -> Any:
         resolved = eps
@@ -164,6 +192,14 @@ def scaled_dot_product_attention(
 
     The kernel runs unmasked or causal attention without dropout; other calls run PyTorch.
     """
+    if is_compiling():
+        if custom_ops.needs_autograd(query, key, value, attn_mask):
+            return reference.scaled_dot_product_attention(
+                query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
+            )
+        return CUSTOM_OPS.scaled_dot_product_attention(
+            query, key, value, attn_mask, float(dropout_p), bool(is_causal), scale, enable_gqa
+        )
     return _dispatch(
         "scaled_dot_product_attention",
         (query, key, value, attn_mask),
@@ -225,6 +261,18 @@ def _marker(name: str) -> contextlib.AbstractContextManager[Any]:
 
 
 _KERNEL_MODULES = {op: KERNEL_MODULES[spec.kernel] for op, spec in OPS.items()}
+
+CUSTOM_OPS = custom_ops.define(
+    {
+        "conv2d": conv2d,
+        "linear": linear,
+        "matmul": matmul,
+        "layer_norm": layer_norm,
+        "rms_norm": rms_norm,
+        "scaled_dot_product_attention": scaled_dot_product_attention,
+    }
+)
+"""What the ops call while Dynamo traces: ``torch.ops.ncompass.<op>``, which run the ops above."""
 
 
 __all__ = ["conv2d", "layer_norm", "linear", "matmul", "rms_norm", "scaled_dot_product_attention"]

@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ncompass.remote.errors import RemoteError
+from ncompass.spec.bounded_yaml import load_bounded
 
 CONFIG_ENV = "NCOMPASS_REMOTE_CONFIG"
 CONFIG_NAME = "remote.yaml"
@@ -92,7 +93,7 @@ def load_config(path: Path | None = None) -> ConfigFile:
     except OSError as error:
         raise RemoteError(f"{path}: cannot read the remote settings ({error.strerror})") from None
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = load_bounded(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

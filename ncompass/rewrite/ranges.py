@@ -1,6 +1,6 @@
 """Line ranges → the run of whole statements of one block they cover.
 
-The rules (DESIGN.md, "Rules"): a range covers whole statements of one block; one that starts or
+The rules (docs/specs.md, "Rules"): a range covers whole statements of one block; one that starts or
 ends inside a multi-line statement is widened to it; one that would cross a block boundary
 (starts in a loop body, ends after the loop) is an error, never a silent restructuring. A range
 that starts on a block's own header line (``else:``, ``except E:``, ``case x:``) means that

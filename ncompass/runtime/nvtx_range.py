@@ -17,7 +17,6 @@ pop each other's ranges, and an end may run on another thread.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import warnings
@@ -25,6 +24,7 @@ from sys import _getframe as _caller  # the frame that opened the range
 from typing import Any
 
 from ncompass.runtime.base import BoundRange, MarkerSite, RangeContextWarning
+from ncompass.runtime.cuda_graphs import skipped_in_capture
 from ncompass.runtime.noop import idle_range
 
 DOMAIN_NAME = "ncompass"
@@ -111,34 +111,52 @@ def _bind_push_pop(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
     push, pop, handle, color = domain.push, domain.pop, domain.handle, site.color
     cached = domain.attributes_cache(color)
 
-    def exit_range(_handle: object) -> None:
-        pop(handle)
+    # The handle says whether a range was pushed (not while a CUDA graph is captured).
+    def exit_range(pushed: object) -> None:
+        if pushed:
+            pop(handle)
 
     def enter_named(name: str) -> object:
+        if skipped_in_capture(name):
+            return False
         push(cached.get(name) or domain.attributes(name, color), handle)
-        return None
+        return True
 
     if site.dynamic:
         resolve_name = site.resolve_name
 
         def enter_dynamic(name_fn: Any) -> object:
             name = resolve_name(name_fn, _caller(1))
+            if skipped_in_capture(name):
+                return False
             push(cached.get(name) or domain.attributes(name, color), handle)
-            return None
+            return True
 
         return BoundRange(enter=enter_dynamic, exit=exit_range, enter_named=enter_named)
-    # A partial of the C-level push is a call without a Python frame; it returns None.
-    enter = functools.partial(push, domain.attributes(site.name, color), handle)
+    name, attributes = site.name, domain.attributes(site.name, color)
+
+    def enter() -> object:
+        if skipped_in_capture(name):
+            return False
+        push(attributes, handle)
+        return True
+
     return BoundRange(enter=enter, exit=exit_range, enter_named=enter_named)
 
 
 def _bind_start_end(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
-    start, handle, color = domain.start, domain.handle, site.color
+    start, end, handle, color = domain.start, domain.end, domain.handle, site.color
     cached = domain.attributes_cache(color)
-    # end_range(range_id, domain): the handle is the range id, valid on any thread.
-    exit_range = functools.partial(domain.end, domain=handle)
+
+    # end_range(range_id, domain): the handle is the range id, valid on any thread; None when
+    # nothing was started (a CUDA graph capture).
+    def exit_range(range_id: object) -> None:
+        if range_id is not None:
+            end(range_id, domain=handle)
 
     def enter_named(name: str) -> object:
+        if skipped_in_capture(name):
+            return None
         return start(cached.get(name) or domain.attributes(name, color), handle)[0]
 
     if site.dynamic:
@@ -146,12 +164,16 @@ def _bind_start_end(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
 
         def enter_dynamic(name_fn: Any) -> object:
             name = resolve_name(name_fn, _caller(1))
+            if skipped_in_capture(name):
+                return None
             return start(cached.get(name) or domain.attributes(name, color), handle)[0]
 
         return BoundRange(enter=enter_dynamic, exit=exit_range, enter_named=enter_named)
-    attributes = domain.attributes(site.name, color)
+    name, attributes = site.name, domain.attributes(site.name, color)
 
     def enter() -> object:
+        if skipped_in_capture(name):
+            return None
         return start(attributes, handle)[0]
 
     return BoundRange(enter=enter, exit=exit_range, enter_named=enter_named)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from ncompass.runtime.base import MarkerSite
 from ncompass.runtime.colors import parse_color
+from ncompass.runtime.compiled import hidden_call_helper, hidden_enter, hidden_exit
 from ncompass.runtime.contexts import ResolvedContext, backend_for, resolve_context
 from ncompass.runtime.templates import NameTemplate, template
 
@@ -68,7 +69,7 @@ def bind(
         parse_color(color, name=name)  # a wrong colour is an error whatever the context
     site = MarkerSite(name=name, dynamic=dynamic, values=values, color=color)
     bound = backend_for(resolved).bind(site, async_safe=async_safe)
-    return bound.enter, bound.exit
+    return hidden_enter(bound.enter), hidden_exit(bound.exit)
 
 
 class _NameInFrame:
@@ -101,7 +102,7 @@ def call_wrapper(
     """
     fixed = arity if arity is not None and arity <= _MAX_FIXED_ARITY else None
     make = _call_helper_maker(fixed, named=name_template is not None)
-    return make(enter, exit, name_template, _NameInFrame, _caller)
+    return hidden_call_helper(make(enter, exit, name_template, _NameInFrame, _caller))
 
 
 _MAX_FIXED_ARITY = 8

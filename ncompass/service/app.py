@@ -18,6 +18,7 @@ from ncompass._version import __version__
 from ncompass.analysis.providers.base import AnalysisProvider
 from ncompass.service.body_limit import BodySizeLimit
 from ncompass.service.jobs import Job, JobBoard, QueueFull, UnknownUpload
+from ncompass.service.json_depth import DepthLimitedRoute
 from ncompass.service.limits import ServiceLimits
 from ncompass.service.models import (
     AnalyzeRequest,
@@ -101,6 +102,7 @@ def create_app(
         # Also when the app is built but never served (e.g. only for its OpenAPI schema).
         weakref.finalize(app, shutil.rmtree, root, True)
     app.add_middleware(BodySizeLimit, limits=limits)
+    app.router.route_class = DepthLimitedRoute
     app.state.store = store
     app.state.board = board
     authorized = [Depends(_bearer_check(token))]

@@ -29,6 +29,7 @@ from ncompass.importer.hook import (
     enable_rewrites,
 )
 from ncompass.importer.registry import REGISTRY
+from ncompass.overwrite_guard import same_file
 from ncompass.session.answer import Answer
 from ncompass.session.findings import (
     discovery_answer,
@@ -38,12 +39,20 @@ from ncompass.session.findings import (
 )
 from ncompass.session.history import IterationRecord, MarkerTime
 from ncompass.session.planner import MarkerPlanner
-from ncompass.session.proposal import EntryPoint, Proposal, TargetKey, extend_config
+from ncompass.session.proposal import (
+    EntryPoint,
+    Proposal,
+    SessionInputError,
+    TargetKey,
+    extend_config,
+)
 from ncompass.session.sampler import stacks_path
 from ncompass.session.store import SessionError, SessionStore
 from ncompass.session.summaries import SummaryCache
 from ncompass.spec.models import RewriteConfig
 
+MAX_FEEDBACK_CHARS = 10_000
+"""Longest feedback text a session accepts (a question, not a document)."""
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 # The spec a session last enabled rewrites with (rewrites are process-wide).
@@ -345,8 +354,8 @@ class ProfilingSession:
         path = self._trace(trace_path)
         stem = path.name.removesuffix(".gz").removesuffix(".json")
         output = Path(output_path) if output_path else path.with_name(f"{stem}.filtered.json")
-        kept = {Path(record.trace_path).resolve() for record in self.iterations}
-        if output.resolve() in kept | {path.resolve()}:
+        kept = [path, *(Path(record.trace_path) for record in self.iterations)]
+        if any(same_file(output, trace) for trace in kept):
             raise SessionError(
                 f"filter_trace: output_path {output} is a trace this session keeps; "
                 "give another output_path (or none: <trace>.filtered.json)"
@@ -377,8 +386,14 @@ class ProfilingSession:
             The updated (pending) configuration, applied by :meth:`apply_targeted_markers`.
 
         Raises:
-            SessionInputError: the module cannot be found or the lines hold no code.
+            SessionInputError: the module cannot be found or the lines hold no code, or the
+                text is longer than ``MAX_FEEDBACK_CHARS``.
         """
+        if len(feedback_text) > MAX_FEEDBACK_CHARS:
+            raise SessionInputError(
+                f"the feedback text has {len(feedback_text):,} characters; the most accepted is "
+                f"{MAX_FEEDBACK_CHARS:,}: say what you want to know in a few sentences"
+            )
         base = self._pending or self.config
         planner = MarkerPlanner(base, self._entry)
         feedback = {

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ncompass.errors import SpecError
+from ncompass.spec.bounded_yaml import MAX_YAML_BYTES, YamlLimitError, compose_bounded
 from ncompass.spec.legacy import Version0Error, Version0Spec, convert_version_0, is_version_0
 from ncompass.spec.models import SPEC_VERSION, RewriteConfig, TargetSpec
 
@@ -40,7 +41,7 @@ def load_spec(path: str | Path) -> RewriteConfig:
     """
     spec_path = Path(path)
     try:
-        text = spec_path.read_text(encoding="utf-8")
+        text = _read_bounded(spec_path)
     except FileNotFoundError:
         raise SpecError(
             "spec file not found; check the path given to --config", spec_path
@@ -65,6 +66,19 @@ def load_spec(path: str | Path) -> RewriteConfig:
     _resolve_relative_files(config, spec_path.resolve().parent)
     _attach_lines(config, _v0_lines(lines, legacy) if legacy is not None else lines)
     return config
+
+
+def _read_bounded(path: Path) -> str:
+    """The text of a spec file no larger than :data:`MAX_YAML_BYTES`."""
+    with open(path, "rb") as handle:
+        raw = handle.read(MAX_YAML_BYTES + 1)
+    if len(raw) > MAX_YAML_BYTES:
+        raise SpecError(
+            f"the spec file is larger than {MAX_YAML_BYTES >> 20} MiB, the most ncompass reads; "
+            "a spec names targets and markers and is a few KiB",
+            path,
+        )
+    return raw.decode("utf-8")
 
 
 def spec_from_dict(data: dict[str, Any]) -> RewriteConfig:
@@ -212,7 +226,10 @@ def _markers_with_positions(target: TargetSpec) -> Iterator[tuple[str, int, Any]
 def _parse_with_lines(text: str, path: Path) -> tuple[Any, dict[Location, int]]:
     """Parse YAML (or JSON) into Python data and a map from location to 1-based line."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = compose_bounded(text)
+    except YamlLimitError as error:
+        mark = error.problem_mark
+        raise SpecError(str(error.problem), path, mark.line + 1 if mark else None) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -233,6 +250,8 @@ def _parse_json(text: str, path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise SpecError(f"invalid JSON: {error.msg}", path, error.lineno) from None
+    except RecursionError:
+        raise SpecError("invalid JSON: values nest too deeply", path) from None
 
 
 class _LinedBuilder:

@@ -34,9 +34,18 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _MAX_GUESSES = 3
 # A header (the keys before traceEvents) larger than this is not a trace we can stream.
 _MAX_HEADER_BYTES = 256 << 20
+# One event larger than this is refused (the largest real ones, with stacks, are a few KiB).
+MAX_EVENT_BYTES = 256 << 20
 # Unfinished event text beyond this is checked for a syntax error (a stray or missing quote
 # turns the rest of the file into one "event"), so a damaged file fails fast and small.
 _LARGE_EVENT_BYTES = 4 << 20
+# Deepest nesting of arrays and objects inside traceEvents (events are 2-4 deep; orjson stops
+# at 1024, the stdlib decoder at Python's recursion limit).
+MAX_EVENT_DEPTH = 1000
+_TOO_DEEP = (
+    f"an event nests arrays or objects more than {MAX_EVENT_DEPTH} levels deep, "
+    "which no profiler writes"
+)
 
 _HEADER, _EVENTS, _TAIL = "header", "events", "tail"
 
@@ -215,6 +224,8 @@ class EventScanner:
                 if depth == 0:
                     element_start = token.start()
                 depth += 1
+                if depth > MAX_EVENT_DEPTH:
+                    raise ScanError(self._consumed_before_buffer + token.start(), _TOO_DEEP)
             elif text == b"}" or text == b"]":
                 if depth == 0:
                     break  # the ']' that closes traceEvents
@@ -248,6 +259,8 @@ class EventScanner:
         # invalid UTF-8 in names once replaced).
         try:
             return json.loads(text.decode("utf-8", errors="replace"))
+        except RecursionError:
+            raise ScanError(self._consumed_before_buffer + start, _TOO_DEEP) from None
         except json.JSONDecodeError as error:
             raise self._first_syntax_error(start) or ScanError(
                 self._consumed_before_buffer + start + error.pos,
@@ -261,7 +274,13 @@ class EventScanner:
         error = self._first_syntax_error(self._position)
         if error is not None:
             raise error
-        self._check_large_event_at *= 2  # one really large event: check again when it doubles
+        if len(self._buffer) - self._position > MAX_EVENT_BYTES:
+            raise ScanError(
+                self.offset,
+                f"an event is larger than {MAX_EVENT_BYTES >> 20} MiB, which no profiler writes",
+            )
+        # one really large event: check again when it doubles, and once more at the limit
+        self._check_large_event_at = min(2 * self._check_large_event_at, MAX_EVENT_BYTES + 1)
 
     def _first_syntax_error(self, start: int) -> ScanError | None:
         """Where a JSON parser reading the events from ``start`` finds the text malformed.
@@ -285,6 +304,8 @@ class EventScanner:
                 )
             try:
                 _, position = decoder.raw_decode(text, position)
+            except RecursionError:
+                return ScanError(self._consumed_before_buffer + position, _TOO_DEEP)
             except json.JSONDecodeError as error:
                 if error.pos >= len(text) or error.msg.startswith("Unterminated string"):
                     return None  # the text ends inside this event

@@ -2,7 +2,7 @@
 
 Events stay the plain dicts the JSON decoder produced (building an object per event would cost
 more than parsing it); this module holds the vocabulary used to interpret them, exactly as
-DESIGN.md "Trace analysis contracts" defines it.
+docs/architecture.md "Trace analysis contracts" defines it.
 """
 
 from __future__ import annotations

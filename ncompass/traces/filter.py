@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.traces.events import (
     FLOW_PHASES,
     GPU_CATEGORIES,
@@ -53,9 +54,11 @@ def filter_trace(
 
     Raises:
         TraceError: The input is missing or corrupt, or the output cannot be written.
+        OutputIsInputError: ``output_path`` is the input itself.
     """
     source = Path(path)
     target = Path(output_path) if output_path is not None else _default_output(source)
+    refuse_overwriting_inputs(target, [source])
     trace = link_trace(source, progress=progress)
     launched_in_markers = (
         _correlations_launched_in_markers(trace) if include_cuda_kernels else set()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.errors import TraceError
+from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.traces.events import Event, microseconds
 from ncompass.traces.reader import TraceReader, read_metadata
 from ncompass.traces.writer import TraceWriter
@@ -56,9 +57,11 @@ def merge_traces(
     Raises:
         TraceError: A trace is missing or corrupt, two traces claim the same rank, or no trace
             was given.
+        OutputIsInputError: ``output_path`` is one of ``paths``.
     """
     if not paths:
         raise TraceError("merge needs at least one trace file")
+    refuse_overwriting_inputs(output_path, paths)
     metadata = [read_metadata(path) for path in paths]
     plans = _plan(paths, metadata)
     header: dict[str, Any] = {"schemaVersion": metadata[0].get("schemaVersion", 1)}

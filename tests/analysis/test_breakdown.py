@@ -123,7 +123,7 @@ def kind(name: str) -> str:
 
 
 def independent_breakdown(path: Path, exclude_last_step: bool) -> dict[str, float]:
-    """DESIGN.md's definitions in exact decimal arithmetic on the numbers as written."""
+    """The contract's definitions (docs/architecture.md) in exact decimal arithmetic on the numbers as written."""
     events = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)["traceEvents"]
     gpu = [e for e in events if e.get("ph") == "X" and str(e.get("cat")).lower() in GPU]
     if exclude_last_step:

@@ -156,3 +156,60 @@ def test_shared_traces_marker_totals_match_a_brute_force_count(path: Path) -> No
         assert actual[name].calls == calls
         assert actual[name].cpu_total_us == pytest.approx(cpu_total, rel=1e-12)
         assert actual[name].gpu_total_us == pytest.approx(gpu_total, rel=1e-9, abs=1e-6)
+
+
+def _compiled_trace(tmp_path: Path) -> Path:
+    """A GPU run of compiled code: one marker recorded around the compiled call, the markers
+    inside it known only from the kernels' ``args.ncompass_markers``."""
+    builder = TraceBuilder()
+    builder.marker("step", 0, 100)
+    builder.cpu_op("Torch-Compiled Region: 0/0", 5, 90)
+    inner = ["attn.scores", "attn"]
+    for start in (10, 50):
+        # Inductor records a CPU range per Triton launch; the GPU event holds the kernel's time
+        builder.cpu_op("triton_poi_fused_softmax_0", start, 4)
+        builder.events[-1]["args"]["ncompass_markers"] = inner
+        builder.launch("triton_poi_fused_softmax_0", start + 1, 2, 200 + start, 7)
+        builder.events[-1]["args"]["ncompass_markers"] = inner
+        builder.launch("triton_red_fused_sum_1", start + 10, 2, 220 + start, 3)
+        builder.events[-1]["args"]["ncompass_markers"] = ["attn"]
+    builder.cpu_op("graph_1_cpp_fused_relu_0", 96, 2)
+    builder.events[-1]["args"]["ncompass_markers"] = ["step"]
+    return builder.write(tmp_path / "compiled.json")
+
+
+def test_compiled_kernels_are_listed_under_their_markers(tmp_path: Path) -> None:
+    from ncompass.analysis.markers import compiled_kernel_stats
+
+    kernels = {
+        marker: [(k.name, k.calls, k.total_us) for k in listed]
+        for marker, listed in compiled_kernel_stats(_compiled_trace(tmp_path)).items()
+    }
+    assert kernels == {  # GPU time when the kernel ran on the GPU, else its CPU time
+        "attn.scores": [("triton_poi_fused_softmax_0", 2, 14.0)],
+        "attn": [("triton_poi_fused_softmax_0", 2, 14.0), ("triton_red_fused_sum_1", 2, 6.0)],
+        "step": [("graph_1_cpp_fused_relu_0", 1, 2.0)],
+    }
+
+
+def test_summary_gives_compiled_markers_an_entry_even_without_a_range(tmp_path: Path) -> None:
+    from ncompass.analysis.summary import summarize_trace
+
+    summary = summarize_trace(_compiled_trace(tmp_path))
+    markers = {marker["name"]: marker for marker in summary["structured"]["markers"]}
+    assert markers["step"]["calls"] == 1
+    assert [k["name"] for k in markers["step"]["compiled_kernels"]] == ["graph_1_cpp_fused_relu_0"]
+    assert markers["attn"]["calls"] == 0
+    assert len(markers["attn"]["compiled_kernels"]) == 2
+    assert "- `attn`: compiled: its time is in 2 Inductor kernels (20.0 µs)" in summary["markdown"]
+    assert "  - `triton_red_fused_sum_1`: 2 calls, 6.0 µs" in summary["markdown"]
+
+
+def test_a_trace_without_compiled_code_lists_no_compiled_kernels(nested: Path) -> None:
+    from ncompass.analysis.markers import may_hold_compiled_kernels
+    from ncompass.analysis.summary import summarize_trace
+
+    assert not may_hold_compiled_kernels(link_trace(nested))
+    summary = summarize_trace(nested)
+    assert all(marker["compiled_kernels"] == [] for marker in summary["structured"]["markers"])
+    assert "## Compiled code" not in summary["markdown"]

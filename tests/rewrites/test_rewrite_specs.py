@@ -25,7 +25,13 @@ def _spec_id(path: Path) -> str:
 
 
 def test_the_library_has_the_curated_specs() -> None:
-    assert [_spec_id(path) for path in SPECS] == ["torch/nn.yaml", "transformers/llama.yaml"]
+    assert [_spec_id(path) for path in SPECS] == [
+        "torch/nn.yaml",
+        "transformers/gpt2.yaml",
+        "transformers/llama.yaml",
+        "vllm/llama.yaml",
+        "vllm/qwen2.yaml",
+    ]
 
 
 @pytest.mark.parametrize("path", SPECS, ids=_spec_id)

@@ -22,7 +22,7 @@ from ncompass.traces.events import (
         ),
         ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "communication"),
         ("void ncclKernel_SendRecv(...)", "communication"),
-        ("hipExtModuleLaunchKernel", "communication"),  # DESIGN.md: every ^hip name
+        ("hipExtModuleLaunchKernel", "communication"),  # the contract: every ^hip name
         ("hccl_all_reduce", "communication"),
         ("Memcpy HtoD (Pageable -> Device)", "memory"),
         ("Memset (Device)", "memory"),

@@ -2,18 +2,28 @@
 
 At most one torch profiler records in a process. While one is active, ``capture_trace`` calls
 inside it add *windows*: after the trace is written, each window's slice of it is written to a
-trace file of its own.
+trace file of its own. Inductor kernels compiled while it records have their events annotated
+with the markers their source lines are in (``ncompass.capture.kernel_markers``).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ncompass.errors import CaptureError
+from ncompass.capture.compiled_kernels import (
+    CompiledKernel,
+    KernelOriginRecorder,
+    compiled_in_process,
+    merge_kernels,
+    provenance_note,
+    start_recording,
+)
+from ncompass.errors import CaptureError, TraceError
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,10 @@ class TorchProfiler:
         record_shapes: Record input shapes of ops.
         profile_memory: Record allocations.
         with_stack: Record Python stacks of ops.
+
+    Attributes:
+        compiled_kernels: Once stopped, the Inductor kernels compiled while recording and the
+            source lines each came from; their events in the trace name their markers.
     """
 
     name = "torch"
@@ -54,7 +68,9 @@ class TorchProfiler:
         self.profile_memory = profile_memory
         self.with_stack = with_stack
         self.windows: list[TraceWindow] = []
+        self.compiled_kernels: list[CompiledKernel] = []
         self._profile: Any = None
+        self._kernel_origins: KernelOriginRecorder | None = None
 
     @classmethod
     def active(cls) -> TorchProfiler | None:
@@ -88,6 +104,7 @@ class TorchProfiler:
             )
             self._profile.__enter__()
             TorchProfiler._active = self
+        self._kernel_origins = start_recording()
 
     def add_window(self, title: str, output_path: Path) -> str:
         """Register a window; returns the unique range name to record around it."""
@@ -100,6 +117,7 @@ class TorchProfiler:
         profile, self._profile = self._profile, None
         with self._lock:
             TorchProfiler._active = None
+        self._stop_recording_kernels()
         if profile is not None:
             profile.__exit__(None, None, None)
 
@@ -112,6 +130,7 @@ class TorchProfiler:
         profile, self._profile = self._profile, None
         with self._lock:
             TorchProfiler._active = None
+        self._stop_recording_kernels()
         if profile is None:
             raise CaptureError("the torch profiler was not started")
         import torch
@@ -136,11 +155,43 @@ class TorchProfiler:
         finally:
             if temporary.exists():
                 temporary.unlink()
+        self._annotate_compiled_kernels()
         if self.windows:
             from ncompass.capture.windows import write_windows
 
             write_windows(self.output_path, self.windows)
         return self.output_path
+
+    def _stop_recording_kernels(self) -> None:
+        recorder, self._kernel_origins = self._kernel_origins, None
+        if recorder is not None:
+            self.compiled_kernels = merge_kernels(recorder.stop())
+
+    def _annotate_compiled_kernels(self) -> None:
+        """Name, in each compiled kernel's events, the markers its source lines are in."""
+        note = provenance_note()
+        if note is not None:  # this torch compiled code but cannot say where kernels came from
+            warnings.warn(note, stacklevel=3)
+        if not self.compiled_kernels and not compiled_in_process():
+            return
+        from ncompass.capture.kernel_markers import annotate_kernel_events, attribute_kernels
+        from ncompass.importer.registry import REGISTRY
+
+        attribution = attribute_kernels(self.compiled_kernels, REGISTRY.manifest())
+        try:
+            annotate_kernel_events(self.output_path, attribution)
+        except TraceError as error:  # the trace itself is written: keep it as it is
+            warnings.warn(
+                f"compiled kernels are not attributed to their markers: {error}", stacklevel=3
+            )
+            return
+        if attribution.unrecorded and note is None:
+            warnings.warn(
+                f"{len(attribution.unrecorded)} compiled kernels in {self.output_path} were "
+                "compiled before the profiler started, so their events name no markers; "
+                "profile their first call too (or the whole program, with `ncompass run`)",
+                stacklevel=3,
+            )
 
 
 __all__ = ["TorchProfiler", "TraceWindow"]

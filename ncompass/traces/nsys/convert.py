@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -11,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.errors import TraceError
+from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.traces.nsys.converter import ConversionStats, ReportConverter
 from ncompass.traces.nsys.export import export_sqlite
 from ncompass.traces.nsys.queries import ReportQueries
-from ncompass.traces.nsys.schema import ReportSchema, open_report
+from ncompass.traces.nsys.schema import MAX_VALUE_BYTES, ReportSchema, open_report
 from ncompass.traces.writer import TraceWriter
 
 REPORT_SUFFIX = ".nsys-rep"
@@ -83,11 +85,13 @@ def convert_report(
     Raises:
         TraceError: The report is missing, is not an Nsight Systems report or export, or
             ``nsys`` is needed and not installed.
+        OutputIsInputError: ``output`` is the report itself.
     """
     source = Path(report)
     target = Path(output)
     if not source.exists():
         raise TraceError(f"{source}: no such report; check the path")
+    refuse_overwriting_inputs(target, [source])
     if source.suffix == REPORT_SUFFIX:
         with tempfile.TemporaryDirectory(prefix="ncompass-nsys-", dir=_scratch(target)) as tmp:
             exported = export_sqlite(source, Path(tmp) / f"{source.stem}.sqlite", nsys=nsys)
@@ -112,6 +116,11 @@ def _convert_sqlite(
             TraceWriter(output, metadata=metadata) as writer,
         ):
             stats = ReportConverter(queries, writer.write_many, advance).run()
+    except sqlite3.DataError:  # "string or blob too big"
+        raise TraceError(
+            f"{report}: a value in the report is larger than {MAX_VALUE_BYTES >> 20} MiB, the "
+            "most ncompass reads (no profiler writes names or NVTX messages that long)"
+        ) from None
     finally:
         connection.close()
     return stats

@@ -178,6 +178,11 @@ class ReportSchema:
             )
 
 
+MAX_VALUE_BYTES = 16 << 20
+"""Largest single value (a name, an NVTX message or payload) read from a report export."""
+_SQLITE_LIMIT_LENGTH = 0  # sqlite3.SQLITE_LIMIT_LENGTH, named there from Python 3.11 on
+
+
 def open_report(path: Path) -> sqlite3.Connection:
     """Open an exported report read-only; temporary tables and sorts go to temporary files.
 
@@ -191,6 +196,10 @@ def open_report(path: Path) -> sqlite3.Connection:
         # Sorting and the converter's own tables spill to disk: memory stays bounded.
         connection.execute("PRAGMA temp_store = FILE")
         connection.execute("PRAGMA cache_size = -8192")  # 8 MiB of page cache
+        # A single value past this is refused (sqlite3.DataError) instead of read into memory.
+        set_limit = getattr(connection, "setlimit", None)  # Python 3.11+
+        if set_limit is not None:
+            set_limit(_SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     except sqlite3.DatabaseError as error:
         raise TraceError(
             f"{path}: not an SQLite database ({error}); pass an .nsys-rep report or the "
@@ -219,6 +228,7 @@ __all__ = [
     "GPU_OP_KINDS",
     "GPU_OP_TABLES",
     "KERNEL_TABLE",
+    "MAX_VALUE_BYTES",
     "MEMCPY_TABLE",
     "MEMSET_TABLE",
     "NVTX_TABLE",

@@ -1,0 +1,145 @@
+"""``ncompass compare BEFORE... -- AFTER...``: did it get faster, where, and is it real?"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+_SEPARATOR = "--"
+REGRESSION_EXIT_CODE = 1
+
+
+class _TwoSidedCommand(click.Command):
+    """Splits the traces at ``--``: options may come anywhere, files after ``--`` are AFTER."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if _SEPARATOR not in args:
+            if any(arg in ("-h", "--help") for arg in args):
+                return super().parse_args(ctx, args)
+            raise click.UsageError(
+                "separate the two sides with --: ncompass compare BEFORE... -- AFTER...", ctx
+            )
+        cut = args.index(_SEPARATOR)
+        head, tail = args[:cut], args[cut + 1 :]
+        ctx.meta["compare.after_count"] = len(_positionals(self, ctx, tail))
+        return super().parse_args(ctx, head + tail)
+
+
+def _positionals(command: click.Command, ctx: click.Context, args: list[str]) -> list[str]:
+    """The arguments that are not options or option values."""
+    takes_value: dict[str, bool] = {}
+    for param in command.get_params(ctx):
+        if isinstance(param, click.Option):
+            for name in (*param.opts, *param.secondary_opts):
+                takes_value[name] = not (param.is_flag or param.count)
+    found: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg.startswith("-") and arg.split("=", 1)[0] in takes_value:
+            skip = takes_value[arg.split("=", 1)[0]] and "=" not in arg
+        else:
+            found.append(arg)
+    return found
+
+
+@click.command("compare", cls=_TwoSidedCommand)
+@click.argument(
+    "traces",
+    nargs=-1,
+    metavar="BEFORE... -- AFTER...",
+    type=click.Path(dir_okay=False, path_type=Path),
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="OUT.html",
+    help="Also write a self-contained HTML page with sortable tables.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    metavar="N",
+    help="Rows per table in the markdown report.",
+)
+@click.option(
+    "--fail-if-slower",
+    "threshold_text",
+    metavar="PCT",
+    help="Exit 1 when the run (or --marker) is really slower by more than PCT, e.g. 5%.",
+)
+@click.option(
+    "--marker", metavar="NAME", help="With --fail-if-slower: judge this marker, not the run."
+)
+@click.pass_context
+def compare_command(
+    ctx: click.Context,
+    traces: tuple[Path, ...],
+    as_json: bool,
+    html_path: Path | None,
+    top: int,
+    threshold_text: str | None,
+    marker: str | None,
+) -> None:
+    """Compare traces BEFORE and AFTER a change (each side: ranks or repeated runs).
+
+    Per marker, CPU operator and kernel: time before and after, the change, and whether it is
+    real (a 95% bootstrap interval of the ratio that excludes 1). Exit code 1 when
+    --fail-if-slower finds a real slowdown over the threshold; 2 for a user error.
+
+    \b
+    Example:
+        ncompass compare base.json -- new.json --fail-if-slower 5%
+    """
+    from ncompass.analysis.comparison import check_slowdown, compare, parse_threshold
+    from ncompass.errors import NcompassError
+
+    after_count = ctx.meta.get("compare.after_count", 0)
+    if marker is not None and threshold_text is None:
+        raise click.UsageError("--marker only applies with --fail-if-slower", ctx)
+    threshold = parse_threshold(threshold_text) if threshold_text is not None else None
+    before, after = traces[: len(traces) - after_count], traces[len(traces) - after_count :]
+    if not before or not after:
+        raise NcompassError(
+            "compare needs at least one trace on each side: ncompass compare BEFORE... -- AFTER..."
+        )
+    comparison = compare(before, after)
+    gate = check_slowdown(comparison, threshold, marker) if threshold is not None else None
+    if html_path is not None:
+        _write_text(html_path, comparison.to_html())
+        click.echo(f"wrote {html_path}", err=True)
+    if as_json:
+        values: dict[str, Any] = comparison.to_dict()
+        if gate is not None:
+            values["gate"] = {
+                "failed": gate.failed,
+                "threshold": gate.threshold,
+                "marker": marker,
+                "message": gate.message,
+            }
+        click.echo(orjson.dumps(values, option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(comparison.to_markdown(top=top), nl=False)
+    if gate is not None:
+        click.echo(gate.message, err=True)
+        if gate.failed:
+            sys.exit(REGRESSION_EXIT_CODE)
+
+
+def _write_text(path: Path, text: str) -> None:
+    from ncompass.errors import NcompassError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise NcompassError(f"{path}: cannot write ({error.strerror})") from None

@@ -1,0 +1,210 @@
+"""``ncompass.analysis.comparison`` on real traces: matching, intervals, verdicts, renderers."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ncompass.analysis.comparison import (
+    Comparison,
+    check_slowdown,
+    compare,
+    normalize_kernel_name,
+    parse_threshold,
+    short_kernel_name,
+)
+from ncompass.analysis.comparison.interval import ratio_interval
+from ncompass.analysis.comparison.kernel_names import distinct_short_names
+from ncompass.errors import NcompassError
+from ncompass.traces import TraceReader, TraceWriter
+from tests.traces.builders import shared_trace
+
+CLOVER = (
+    "void clover::par_ranged2d_kernel<PdV_kernel(bool, int, double)::{lambda(int, int)#1}>"
+    "(int, int, int, int, PdV_kernel(bool, int, double)::{lambda(int, int)#1})"
+)
+CLOVER_FLUX = CLOVER.replace("PdV_kernel", "flux_calc_kernel")
+
+
+@pytest.fixture(scope="module")
+def ranks() -> tuple[Path, Path]:
+    return shared_trace("trace_filter").with_name("sampled_rank-0.json.gz"), shared_trace(
+        "trace_filter"
+    ).with_name("sampled_rank-1.json.gz")
+
+
+@pytest.fixture(scope="module")
+def same_twice() -> Comparison:
+    trace = shared_trace("ns_resolution_trace")
+    return compare([trace], [trace])
+
+
+@pytest.fixture(scope="module")
+def rank_pair(ranks: tuple[Path, Path]) -> Comparison:
+    return compare([ranks[0]], [ranks[1]])
+
+
+def test_the_same_trace_twice_is_the_same_everywhere(same_twice: Comparison) -> None:
+    assert same_twice.run_time.kind == "step"
+    assert same_twice.run_time.ratio == pytest.approx(1.0)
+    verdicts = {change.verdict for change in [*same_twice.overall, *same_twice.changes()]}
+    assert verdicts <= {"same", "unknown"}
+    assert "same" in verdicts
+    assert same_twice.biggest_changes() == []
+    # every entry with two samples a side got an interval, and it holds 1
+    tested = [change for change in same_twice.changes() if change.interval is not None]
+    assert len(tested) > 50
+    assert all(change.interval.holds_one() for change in tested if change.interval)
+
+
+def test_overall_comes_from_profiler_steps_and_gpu_busy_per_step(rank_pair: Comparison) -> None:
+    step, busy = rank_pair.overall
+    assert (step.kind, step.name) == ("step", "step time")
+    assert step.before is not None and step.before.samples == 2
+    assert busy.kind == "gpu_busy" and busy.interval is not None
+
+
+def test_rank_pair_finds_the_slower_embedding_kernels(rank_pair: Comparison) -> None:
+    biggest = rank_pair.biggest_changes()
+    assert len(biggest) == 3
+    assert all(change.is_real for change in biggest)
+    top = biggest[0]
+    assert top.kind == "kernel" and "split_embedding_backward_codegen" in top.name
+    assert top.verdict == "slower" and top.interval is not None and top.interval.low > 2.0
+    sizes = [abs(change.delta_us) for change in biggest]
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def test_kernels_only_on_one_side_are_new_or_vanished(rank_pair: Comparison) -> None:
+    vanished = [change for change in rank_pair.kernels if change.verdict == "vanished"]
+    assert any("weighted_kernel" in change.name for change in vanished)
+    assert all(change.after is None and change.ratio is None for change in vanished)
+
+
+def test_kernels_renamed_by_template_arguments_match_by_normalized_name(
+    tmp_path: Path, ranks: tuple[Path, Path]
+) -> None:
+    """A rebuilt kernel (other template arguments) is matched, not listed as new + vanished."""
+    before = ranks[0]
+    after = tmp_path / "rebuilt.json.gz"
+    reader = TraceReader(before)
+    renamed: set[str] = set()
+    with TraceWriter(after) as writer:
+        for event in reader:
+            name = event.get("name")
+            if event.get("cat") == "kernel" and isinstance(name, str) and "<" in name:
+                event = {**event, "name": re.sub(r"<[^<>]*>", "<float>", name, count=1)}
+                renamed.add(event["name"])
+            writer.write(event)
+        writer.metadata = reader.metadata
+    comparison = compare([before], [after])
+    normalized = [c for c in comparison.kernels if c.matched_by == "normalized name"]
+    assert normalized, "no kernel was matched by its normalised name"
+    for change in normalized:
+        assert change.names_before and change.names_after
+        assert set(change.names_after) <= renamed
+        assert change.verdict == "same"
+    assert not [c for c in comparison.kernels if c.verdict == "new"]
+
+
+def test_cpu_only_trace_has_no_gpu_measure() -> None:
+    trace = shared_trace("cpu_only")
+    comparison = compare([trace], [trace])
+    assert [change.kind for change in comparison.overall] in (["step"], ["run"])
+    assert comparison.kernels == ()
+    assert comparison.cpu_ops
+
+
+def test_several_traces_a_side_report_time_per_run(ranks: tuple[Path, Path]) -> None:
+    one = compare([ranks[0]], [ranks[1]])
+    two = compare([ranks[0], ranks[0]], [ranks[1]])
+    assert two.before_paths == (str(ranks[0]), str(ranks[0]))
+    step_one, step_two = one.run_time, two.run_time
+    assert step_two.before is not None and step_one.before is not None
+    assert step_two.before.total_us == pytest.approx(step_one.before.total_us)
+    assert step_two.before.samples == 2 * step_one.before.samples
+
+
+def test_to_dict_is_json_and_renders_markdown_and_html(rank_pair: Comparison) -> None:
+    values = json.loads(json.dumps(rank_pair.to_dict()))
+    assert {
+        "before",
+        "after",
+        "overall",
+        "biggest_changes",
+        "markers",
+        "cpu_ops",
+        "kernels",
+    } <= set(values)
+    assert values["overall"][0]["verdict"] in {"same", "slower", "faster"}
+    markdown = rank_pair.to_markdown(top=5)
+    assert markdown.index("## Overall") < markdown.index("Biggest real changes")
+    assert markdown.index("Biggest real changes") < markdown.index("## Markers")
+    assert "## New and vanished" in markdown
+    page = rank_pair._repr_html_()
+    assert page.startswith("<!DOCTYPE html>")
+    assert 'class="sortable"' in page and "addEventListener" in page
+    assert not re.search(r"""(src|href)=["']?https?:""", page)
+
+
+def test_the_bootstrap_is_seeded_and_finds_a_planted_shift() -> None:
+    steady = [100.0 + (index * 37 % 11) for index in range(60)]
+    slower = [value * 1.3 for value in steady]
+    first = ratio_interval(steady, slower)
+    assert first == ratio_interval(steady, slower)
+    assert first is not None and first.low > 1.2 and first.high < 1.4
+    same = ratio_interval(steady, list(reversed(steady)))
+    assert same is not None and same.holds_one()
+    assert ratio_interval([1.0], [1.0, 2.0]) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "normalized"),
+    [
+        (CLOVER, "clover::par_ranged2d_kernel"),
+        ("triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul"),
+        ("triton_red_fused_sum_12_3", "triton_red_fused_sum"),
+        ("ampere_sgemm_128x64_tn", "ampere_sgemm_*_tn"),
+        ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD"),
+        ("my_kernel [grid=(4, 1, 1)]", "my_kernel"),
+        ("gemm_kernel grid=128 block=256", "gemm_kernel"),
+    ],
+)
+def test_normalized_kernel_names(name: str, normalized: str) -> None:
+    assert normalize_kernel_name(name) == normalized
+
+
+def test_short_kernel_names_keep_template_instances_apart() -> None:
+    assert short_kernel_name(CLOVER) != short_kernel_name(CLOVER_FLUX)
+    assert "PdV_kernel" in short_kernel_name(CLOVER)
+    assert len(short_kernel_name(CLOVER, 60)) <= 60
+    names = distinct_short_names([CLOVER, CLOVER_FLUX], width=30)
+    assert len(set(names.values())) == 2
+
+
+def test_gate_passes_an_identical_pair_and_rejects_bad_input(same_twice: Comparison) -> None:
+    assert not check_slowdown(same_twice, 0.05).failed
+    assert not check_slowdown(same_twice, 0.05, "## forward ##").failed
+    with pytest.raises(NcompassError, match="no marker of that name"):
+        check_slowdown(same_twice, 0.05, "nope")
+    assert parse_threshold("5%") == pytest.approx(0.05)
+    assert parse_threshold("2.5") == pytest.approx(0.025)
+    with pytest.raises(NcompassError, match="percentage"):
+        parse_threshold("-5%")
+
+
+def test_the_library_function_is_ncompass_analysis_compare(rank_pair: Comparison) -> None:
+    import ncompass.analysis as analysis
+
+    assert callable(analysis.compare)
+    assert analysis.Comparison is Comparison
+    trace = shared_trace("amd_trace")
+    result = analysis.compare([trace], [trace])
+    assert isinstance(result, Comparison)
+    assert result.kernels and all(
+        change.verdict in {"same", "unknown"} for change in result.kernels
+    )
+    assert analysis.check_slowdown(result, 0.0).failed is False
