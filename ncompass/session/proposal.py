@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ncompass.errors import NcompassError
 from ncompass.spec.models import MODULE_LEVEL, RewriteConfig, TargetSpec
 
 if TYPE_CHECKING:
-    from ncompass.session.planner import MarkerPlanner
+    from ncompass.rewrite.source import SourceModule
+    from ncompass.rewrite.statements import StatementIndex
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,16 @@ def target_spec(
     return TargetSpec.model_validate(data)
 
 
+class SourceReader(Protocol):
+    """What reads the source of a target (the planner does, with a cache)."""
+
+    def source_of(self, key: TargetKey) -> tuple[SourceModule, StatementIndex]:
+        """The parsed source of a target."""
+        ...
+
+
 def extend_config(
-    config: RewriteConfig, proposal: Proposal, sources: MarkerPlanner
+    config: RewriteConfig, proposal: Proposal, sources: SourceReader
 ) -> RewriteConfig:
     """``config`` plus the proposal's markers, as a new spec."""
     targets = [target.model_copy(deep=True) for target in config.targets]
