@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,7 @@ import click
 from ncompass.errors import SpecError
 
 if TYPE_CHECKING:
-    from ncompass.session.planner import Proposal
+    from ncompass.session.proposal import Proposal
 
 _TARGET = re.compile(r"^(?P<module>[^:]+):(?P<start>\d+)-(?P<end>\d+)$")
 
@@ -52,6 +53,19 @@ def session_group() -> None:
 @click.option("--feedback", default=None, help="What you want to know (with --target).")
 @click.option("--target", default=None, help="MODULE:START-END the feedback is about.")
 @click.option("--top", type=int, default=5, show_default=True, help="Markers shown per iteration.")
+@click.option(
+    "--include-setup",
+    is_flag=True,
+    help="Let time spent once (imports, model construction, compilation) be the answer.",
+)
+@click.option(
+    "--one-level",
+    is_flag=True,
+    help="No discovery run: mark one level finer per run (the planner before discovery runs).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the iterations and the answer as JSON."
+)
 @_name_option
 @_dir_option
 @click.argument("script")
@@ -62,19 +76,24 @@ def session_run_command(
     feedback: str | None,
     target: str | None,
     top: int,
+    include_setup: bool,
+    one_level: bool,
+    as_json: bool,
     name: str,
     output_dir: Path,
     script: str,
     arguments: tuple[str, ...],
 ) -> None:
-    """Run SCRIPT N times, each time one level deeper into where the time goes.
+    """Run SCRIPT until the statement that holds the time is found (at most N runs).
 
-    Without --config the first run is one range around the whole script; each next run marks
-    the statements, loops and calls inside the hottest marker of the last one. Every spec
-    version and trace is kept in OUTPUT_DIR/NAME.
+    The first run is a discovery run: the profiler plus a stack sampler, which see the whole
+    call tree. The next run marks the hot path down to its statements and measures them with
+    markers only; it confirms or corrects the answer and the session stops. With --one-level,
+    each run marks one level finer inside the hottest marker of the last one instead. Every
+    spec version and trace is kept in OUTPUT_DIR/NAME.
     """
     from ncompass.capture.runner import load_specs
-    from ncompass.session.report import finding, iteration_report
+    from ncompass.session.report import answer_report, finding, history_json, iteration_report
     from ncompass.session.session import ProfilingSession
 
     if (feedback is None) != (target is None) and target is None:
@@ -87,41 +106,63 @@ def session_run_command(
     config = load_specs(list(configs), None) if configs else None
     if config is not None and not config.targets:
         config = config.model_copy(update={"full_trace_mode": True})
-    session = ProfilingSession(str(output_dir), session_name=name, config=config)
+    session = ProfilingSession(
+        str(output_dir), session_name=name, config=config, include_setup=include_setup
+    )
+    echo = _quiet if as_json else click.echo
+    first = len(session.iterations)
     if target is not None:
         module, start, end = _parse_target(target)
         session.submit_feedback(feedback or "", module, start, end)
-        _echo_proposal(session.last_proposal)
+        _echo_proposal(session.last_proposal, echo)
     if session.pending is not None:  # from --feedback, or `ncompass session feedback` before
         session.apply_targeted_markers()
     for step in range(iterations):
-        session.run_script(script, list(arguments))
+        session.run_script(script, list(arguments), discovery=False if one_level else None)
         record = session.iterations[-1]
-        click.echo(iteration_report(record, top))
+        echo(iteration_report(record, top))
         if record.exit_code:
             click.echo(f"  the script exited with {record.exit_code}:", err=True)
             for line in _last_script_errors(session.last_run_errors):
                 click.echo(f"    {line}", err=True)
+        if record.answer is not None and record.answer.get("confirmed") is not None:
+            verdict = "confirmed" if record.answer["confirmed"] else "corrected"
+            echo(f"  the markers {verdict} the discovery run's answer: stopping")
+            break
         if step + 1 < iterations:
             session.apply_targeted_markers()
             proposal = session.last_proposal
-            _echo_proposal(proposal)
+            _echo_proposal(proposal, echo)
             if proposal is not None and proposal.empty:
-                click.echo("  nothing finer to mark: stopping")
+                echo("  nothing finer to mark: stopping")
                 break
-    click.echo(finding(session.iterations[-1]))
-    click.echo(f"specs and traces: {session.store.root}")
+    answer = session.answer
+    if as_json:
+        document = {
+            "iterations": history_json(session.iterations[first:]),
+            "answer": answer.to_dict() if answer is not None else None,
+        }
+        click.echo(json.dumps(document, indent=2))
+    else:
+        click.echo(finding(session.iterations[-1]))
+        if answer is not None:
+            click.echo(answer_report(answer))
+        click.echo(f"specs and traces: {session.store.root}")
     if session.iterations[-1].exit_code:  # like `ncompass run`: the script's exit code
         raise SystemExit(session.iterations[-1].exit_code)
 
 
-def _echo_proposal(proposal: Proposal | None) -> None:
+def _quiet(text: str) -> None:
+    """Nothing on stdout (``--json`` prints one document)."""
+
+
+def _echo_proposal(proposal: Proposal | None, echo: Callable[[str], None] = click.echo) -> None:
     if proposal is None:
         return
     for reason in proposal.reasons:
-        click.echo(f"  next: {reason}")
+        echo(f"  next: {reason}")
     for dropped in proposal.dropped:
-        click.echo(f"  dropped: {dropped}")
+        echo(f"  dropped: {dropped}")
 
 
 def _last_script_errors(stderr: str, count: int = 5) -> list[str]:

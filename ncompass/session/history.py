@@ -54,6 +54,10 @@ class IterationRecord:
         feedback: The feedback that led to this iteration's spec, if any.
         exit_code: How the profiled code ended (0 unless it raised).
         note: Anything the user should know (e.g. an external profiler's trace was used).
+        stacks_path: The sampled stacks of a discovery run (None for a markers-only run).
+        discovery: What the discovery run saw: setup time apart, the hottest statements.
+        answer: The statement that holds the time, as of this iteration
+            (:class:`ncompass.session.answer.Answer` as a dict).
     """
 
     iteration: int
@@ -66,6 +70,9 @@ class IterationRecord:
     feedback: dict[str, Any] | None = None
     exit_code: int = 0
     note: str | None = None
+    stacks_path: str | None = None
+    discovery: dict[str, Any] | None = None
+    answer: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -80,6 +87,9 @@ class IterationRecord:
             "feedback": self.feedback,
             "exit_code": self.exit_code,
             "note": self.note,
+            "stacks_path": self.stacks_path,
+            "discovery": self.discovery,
+            "answer": self.answer,
         }
 
     @classmethod
@@ -96,6 +106,9 @@ class IterationRecord:
             feedback=data.get("feedback"),
             exit_code=int(data.get("exit_code", 0)),
             note=data.get("note"),
+            stacks_path=data.get("stacks_path"),
+            discovery=data.get("discovery"),
+            answer=data.get("answer"),
         )
 
     def hottest(self, limit: int = 5) -> list[tuple[str, MarkerTime]]:

@@ -11,71 +11,36 @@ and the user's own markers: a proposal that would cross one of them is dropped w
 from __future__ import annotations
 
 import ast
-import re
 import sys
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ncompass.errors import NcompassError, SpecError
 from ncompass.importer.lookup import module_source
+from ncompass.rewrite.locate import LookupFailure
 from ncompass.rewrite.plan import plan_rewrite
+from ncompass.rewrite.ranges import resolve_lines
 from ncompass.rewrite.replace import dotted_name
 from ncompass.rewrite.source import SourceModule, read_source
-from ncompass.rewrite.statements import Block, Scope, Statement, StatementIndex
-from ncompass.runtime.names import trace_safe_name
+from ncompass.rewrite.statements import Scope, Statement, StatementIndex
 from ncompass.session.callees import resolve_callee
 from ncompass.session.history import IterationRecord
+from ncompass.session.proposal import (
+    EntryPoint,
+    Proposal,
+    SessionInputError,
+    TargetKey,
+    extend_config,
+    key_for,
+    target_spec,
+)
+from ncompass.session.sites import FULL_TRACE_MARKER, hot_sites
 from ncompass.spec.models import MODULE_LEVEL, RewriteConfig, TargetSpec
 
-FULL_TRACE_MARKER = "ncompass.full_trace"
 _SNIPPET = 48
 _MIN_SHARE = 0.05
-
-
-@dataclass(frozen=True)
-class TargetKey:
-    """A module by name, or a file by path."""
-
-    module: str | None = None
-    file: str | None = None
-
-    @property
-    def label(self) -> str:
-        """How messages name it."""
-        return self.module or Path(self.file or "").name
-
-
-@dataclass
-class Proposal:
-    """Markers proposed for the next spec version, and those dropped (with why)."""
-
-    markers: dict[TargetKey, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
-
-    def add(self, key: TargetKey, kind: str, marker: dict[str, Any]) -> None:
-        """Add one marker of ``kind`` (functions, calls, ranges) for ``key``."""
-        self.markers.setdefault(key, {}).setdefault(kind, []).append(marker)
-
-    @property
-    def empty(self) -> bool:
-        """Whether nothing is proposed."""
-        return not any(kinds for kinds in self.markers.values())
-
-    def count(self) -> int:
-        """How many markers are proposed."""
-        return sum(len(ms) for kinds in self.markers.values() for ms in kinds.values())
-
-
-@dataclass(frozen=True)
-class EntryPoint:
-    """What a whole-run range (``ncompass.full_trace``) wraps: a function or a script's top."""
-
-    key: TargetKey
-    qualname: str = MODULE_LEVEL
 
 
 class MarkerPlanner:
@@ -106,7 +71,7 @@ class MarkerPlanner:
         """
         if end_line < start_line or start_line < 1:
             raise SessionInputError(f"feedback lines {start_line}-{end_line} are not a range")
-        key = _key_for(target_module)
+        key = key_for(target_module)
         source, index = self.source_of(key)
         last = len(source.lines)
         if start_line > last:
@@ -126,7 +91,7 @@ class MarkerPlanner:
         if covered:
             for scope in covered:
                 self._propose_function(key, index, scope, proposal, with_itself=True)
-            return self._checked(proposal)
+            return self.checked(proposal)
         scope = _innermost_scope(index, start_line, end_line)
         statements = _statements_in(scope, start_line, end_line)
         if not statements:
@@ -135,7 +100,7 @@ class MarkerPlanner:
                 "(only blank lines or comments); give the lines of the code you mean"
             )
         self._propose_statements(key, index, scope, statements, proposal, with_parent=True)
-        return self._checked(proposal)
+        return self.checked(proposal)
 
     def drill(self, record: IterationRecord, limit: int = 2) -> Proposal:
         """Markers one level finer inside the hottest markers of ``record``."""
@@ -143,7 +108,7 @@ class MarkerPlanner:
             if site.get("module") and site.get("file"):
                 self.known_files.setdefault(str(site["module"]), str(site["file"]))
         proposal = Proposal()
-        sites = _hot_sites(record)
+        sites = hot_sites(record)
         total = sum(time for _, time in sites) or 1.0
         chosen = 0
         for site, self_us in sites:
@@ -161,7 +126,7 @@ class MarkerPlanner:
                     f"drilled into {site.get('name')!r}: {self_us / 1000:.2f} ms not yet explained "
                     f"by finer markers ({100 * self_us / total:.0f}% of all such time)"
                 )
-        return self._checked(proposal)
+        return self.checked(proposal)
 
     def from_targets(self, targets: list[dict[str, Any]], proposer: str) -> Proposal:
         """A provider's proposal (version 1 target dicts), checked like the planner's own:
@@ -172,7 +137,7 @@ class MarkerPlanner:
             if not label:
                 proposal.dropped.append(f"{proposer}: a target without module or file")
                 continue
-            key = _key_for(str(label)) if target.get("file") else TargetKey(module=str(label))
+            key = key_for(str(label)) if target.get("file") else TargetKey(module=str(label))
             try:
                 self.source_of(key)
             except NcompassError as error:  # a module the provider named cannot be read here
@@ -185,14 +150,14 @@ class MarkerPlanner:
                     count += 1
             if count:
                 proposal.reasons.append(f"{proposer} proposed {count} markers in {key.label}")
-        return self._checked(proposal)
+        return self.checked(proposal)
 
     def request_sources(self, labels: Iterable[str]) -> dict[str, dict[str, str]]:
         """The source of each module or file a provider is asked about (unreadable ones left
         out): label → ``{"path", "sha256", "text"}``."""
         sources: dict[str, dict[str, str]] = {}
         for label in labels:
-            key = _key_for(label)
+            key = key_for(label)
             try:
                 source, _ = self.source_of(key)
             except NcompassError:
@@ -204,7 +169,7 @@ class MarkerPlanner:
     def hot_labels(self, record: IterationRecord, limit: int = 3) -> list[str]:
         """The modules (or script files) of the hottest markers of ``record``."""
         labels: list[str] = []
-        for site, _ in _hot_sites(record):
+        for site, _ in hot_sites(record):
             if site.get("name") == FULL_TRACE_MARKER:
                 key = self.entry.key if self.entry else None
                 label = (key.module or key.file) if key else None
@@ -289,19 +254,19 @@ class MarkerPlanner:
     ) -> None:
         if len(statements) == 1 and statements[0].is_compound and not _defines_scope(statements[0]):
             if with_parent:
-                proposal.add(key, "ranges", self._range(index, scope, statements))
+                proposal.add(key, "ranges", self.range_marker(index, scope, statements))
             statements = _inner_statements(statements[0])
         elif with_parent and len(statements) > 1:
-            proposal.add(key, "ranges", self._range(index, scope, statements))
+            proposal.add(key, "ranges", self.range_marker(index, scope, statements))
         if len(statements) == 1 and not statements[0].is_compound:
             self._propose_callees(key, index, scope, statements, proposal)
             if with_parent:
-                proposal.add(key, "ranges", self._range(index, scope, statements))
+                proposal.add(key, "ranges", self.range_marker(index, scope, statements))
             return
         for statement in statements:
             if _defines_scope(statement):
                 continue
-            proposal.add(key, "ranges", self._range(index, scope, [statement]))
+            proposal.add(key, "ranges", self.range_marker(index, scope, [statement]))
 
     def _propose_callees(
         self,
@@ -349,7 +314,7 @@ class MarkerPlanner:
             return None
         return TargetKey(module=found.module, file=found.file), found.qualname
 
-    def _range(
+    def range_marker(
         self, index: StatementIndex, scope: Scope, statements: list[Statement]
     ) -> dict[str, Any]:
         source = index.source
@@ -373,7 +338,7 @@ class MarkerPlanner:
 
     # -- checking against the code -------------------------------------------------------------
 
-    def _checked(self, proposal: Proposal) -> Proposal:
+    def checked(self, proposal: Proposal) -> Proposal:
         """Drop proposals that match nothing, duplicate a marker, or cross an existing range."""
         checked = Proposal(reasons=list(proposal.reasons), dropped=list(proposal.dropped))
         for key, kinds in proposal.markers.items():
@@ -450,44 +415,7 @@ class MarkerPlanner:
         return entry
 
 
-class SessionInputError(NcompassError):
-    """Feedback that cannot be placed: a missing module, lines without code."""
-
-
-def target_spec(
-    key: TargetKey, markers: dict[str, list[dict[str, Any]]], sha256: str
-) -> TargetSpec:
-    """A target holding ``markers`` (by kind), pinned to the source's ``sha256``."""
-    data: dict[str, Any] = {"sha256": sha256, **{k: v for k, v in markers.items() if v}}
-    if key.module is not None:
-        data["module"] = key.module
-    else:
-        data["file"] = key.file
-    return TargetSpec.model_validate(data)
-
-
-def extend_config(
-    config: RewriteConfig, proposal: Proposal, sources: MarkerPlanner
-) -> RewriteConfig:
-    """``config`` plus the proposal's markers, as a new spec."""
-    targets = [target.model_copy(deep=True) for target in config.targets]
-    for original, copy in zip(config.targets, targets, strict=True):
-        copy._spec_path = original.spec_path
-    for key, kinds in proposal.markers.items():
-        source, _ = sources.source_of(key)
-        targets.append(target_spec(key, kinds, source.sha256))
-    extended = config.model_copy(update={"targets": targets})
-    extended._path = config.path
-    return extended
-
-
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def _key_for(target: str) -> TargetKey:
-    if target.endswith(".py") or "/" in target:
-        return TargetKey(file=str(Path(target).resolve()))
-    return TargetKey(module=target)
 
 
 def _is_file_label(site: dict[str, Any]) -> bool:
@@ -517,26 +445,17 @@ def _innermost_scope(index: StatementIndex, start: int, end: int) -> Scope:
 
 
 def _statements_in(scope: Scope, start: int, end: int) -> list[Statement]:
-    """The statements of ``scope`` that lines ``start..end`` cover, descending into the block
-    that holds the whole range."""
-    block = scope.body
-    assert block is not None
-    while True:
-        hits = [s for s in block.statements if s.end >= start and s.start <= end]
-        if len(hits) == 1 and hits[0].is_compound and start > hits[0].header_end:
-            child = _block_at(hits[0], start)
-            if child is not None and end <= child.end and not child.inline and child.scope is scope:
-                block = child
-                continue
-        return [s for s in hits if not _is_docstring_or_future(s) or s is not scope.docstring]
+    """The statements of ``scope`` that lines ``start..end`` cover, by the rewriter's own rules
+    (a range covers whole statements of one block; :func:`resolve_lines`).
 
-
-def _block_at(statement: Statement, line: int) -> Block | None:
-    chosen = None
-    for block in statement.blocks:
-        if block.header_line is not None and block.header_line <= line:
-            chosen = block
-    return chosen
+    Raises:
+        SessionInputError: the lines cover no statement or cross a block boundary.
+    """
+    try:
+        run = resolve_lines(scope, start, end)
+    except LookupFailure as failure:
+        raise SessionInputError(f"{scope.qualname}: {failure}") from None
+    return [s for s in run.statements if s is not scope.docstring]
 
 
 def _inner_statements(statement: Statement) -> list[Statement]:
@@ -568,38 +487,6 @@ def _callees(statements: Iterable[Statement]) -> list[str]:
                     if text is not None and text not in names:
                         names.append(text)
     return names
-
-
-def _hot_sites(record: IterationRecord) -> list[tuple[dict[str, Any], float]]:
-    """Marker sites of the manifest with the self time of every trace marker that is theirs."""
-    by_site: dict[int, float] = {}
-    sites: dict[int, dict[str, Any]] = {}
-    patterns = [(i, _name_pattern(site)) for i, site in enumerate(record.manifest)]
-    for name, time in record.markers.items():
-        if name == FULL_TRACE_MARKER:
-            sites[-1] = {"name": FULL_TRACE_MARKER, "kind": "full_trace"}
-            by_site[-1] = by_site.get(-1, 0.0) + time.cpu_self_us
-            continue
-        for position, pattern in patterns:
-            if pattern.fullmatch(name):
-                sites[position] = record.manifest[position]
-                by_site[position] = by_site.get(position, 0.0) + time.cpu_self_us
-                break
-    ranked = sorted(by_site.items(), key=lambda item: -item[1])
-    return [(sites[position], self_us) for position, self_us in ranked]
-
-
-def _name_pattern(site: dict[str, Any]) -> re.Pattern[str]:
-    """Matches the names a site's ranges have in a trace (cleaned like the recorder cleans them)."""
-    name = trace_safe_name(str(site.get("name", "")))
-    if not site.get("dynamic"):
-        return re.compile(re.escape(name))
-    parts = re.split(r"(\{[^{}]*\})", name.replace("{{", "\0").replace("}}", "\1"))
-    regex = "".join(
-        ".*?" if p.startswith("{") else re.escape(p.replace("\0", "{").replace("\1", "}"))
-        for p in parts
-    )
-    return re.compile(regex)
 
 
 def _marker_key(kind: str, marker: dict[str, Any]) -> tuple[Any, ...]:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.runtime.names import trace_safe_name
+from ncompass.session.answer import Answer
 from ncompass.session.history import IterationRecord, MarkerTime, compare
 
 # a statement below this share of the self time is not worth naming as "the slowest"
@@ -77,8 +78,53 @@ def iteration_report(record: IterationRecord, top: int = 5) -> str:
         lines.append(
             f"  slowest statement: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} self"
         )
+    lines.extend(discovery_lines(record))
+    if record.answer is not None:
+        answer = Answer.from_dict(record.answer)
+        lines.append(f"  answer ({answer.measured_by}): {answer.describe()}")
     if record.note:
         lines.append(f"  note: {record.note}")
+    return "\n".join(lines)
+
+
+def discovery_lines(record: IterationRecord, top: int = 3) -> list[str]:
+    """What a discovery run saw: setup apart, and the hottest statements with their depth."""
+    found = record.discovery
+    if not found:
+        return []
+    setup = ", ".join(f"{kind} {ms:.0f} ms" for kind, ms in found["setup_ms"].items())
+    lines = [
+        f"  discovery: {found['steady_ms']:.0f} ms of steady-state time sampled"
+        + (f"; set apart as setup: {setup}" if setup else "")
+    ]
+    for hot in found["hottest"][:top]:
+        start, end = hot["lines"]
+        where_ = f"line {start}" if start == end else f"lines {start}-{end}"
+        lines.append(
+            f"  {100 * hot['share']:5.1f}%  {hot['ms']:>9.2f} ms  {hot['statement'][:60]} "
+            f"({hot['function']}, {where_} of {_shown_path(hot['file'])}, depth {hot['depth']})"
+        )
+    return lines
+
+
+def answer_report(answer: Answer) -> str:
+    """The session's answer for people: the statement, the ops and kernels under it, ties."""
+    lines = [f"answer: {answer.describe()}"]
+    for contender in answer.tied_with:
+        lines.append(
+            f"  tied with: {contender.statement} — {contender.function}, lines "
+            f"{contender.lines[0]}-{contender.lines[1]} of {_shown_path(contender.file)}, "
+            f"{contender.self_ms:.2f} ms ({100 * contender.share:.0f}%)"
+        )
+    for kind, work in (("op", answer.ops), ("kernel", answer.kernels)):
+        for item in work:
+            lines.append(
+                f"  {kind} under it: {item.name} {item.ms:.2f} ms x{item.calls} "
+                f"({100 * item.share:.0f}%)"
+            )
+    if answer.setup_ms:
+        setup = ", ".join(f"{kind} {ms:.0f} ms" for kind, ms in answer.setup_ms.items())
+        lines.append(f"  set apart as setup (not the answer; --include-setup to rank it): {setup}")
     return "\n".join(lines)
 
 
@@ -143,6 +189,8 @@ def finding(record: IterationRecord) -> str:
 
 __all__ = [
     "MarkerTime",
+    "answer_report",
+    "discovery_lines",
     "finding",
     "history_json",
     "history_report",

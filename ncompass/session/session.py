@@ -30,15 +30,23 @@ from ncompass.importer.hook import (
 )
 from ncompass.importer.registry import REGISTRY
 from ncompass.overwrite_guard import same_file
+from ncompass.session.answer import Answer
+from ncompass.session.findings import (
+    discovery_answer,
+    hot_path_proposal,
+    measured_answer,
+    read_discovery,
+)
 from ncompass.session.history import IterationRecord, MarkerTime
-from ncompass.session.planner import (
+from ncompass.session.planner import MarkerPlanner
+from ncompass.session.proposal import (
     EntryPoint,
-    MarkerPlanner,
     Proposal,
     SessionInputError,
     TargetKey,
     extend_config,
 )
+from ncompass.session.sampler import stacks_path
 from ncompass.session.store import SessionError, SessionStore
 from ncompass.session.summaries import SummaryCache
 from ncompass.spec.models import RewriteConfig
@@ -75,6 +83,8 @@ class ProfilingSession:
         base_url: An ``ncompass serve`` analysis service (default: ``$NCOMPASS_ANALYSIS_URL``, or
             the built-in engine). Unreachable services fall back to the built-in engine.
         config: The spec to start from (default: none, i.e. a full trace).
+        include_setup: Let time spent once (imports, model construction, compilation) be the
+            answer; by default it is reported apart.
     """
 
     def __init__(
@@ -84,6 +94,7 @@ class ProfilingSession:
         session_name: str | None = None,
         base_url: str | None = None,
         config: RewriteConfig | dict[str, Any] | str | None = None,
+        include_setup: bool = False,
     ) -> None:
         self.trace_output_dir = Path(trace_output_dir)
         self.session_name = session_name or "default"
@@ -103,6 +114,11 @@ class ProfilingSession:
         self.last_run_output = ""
         self.last_run_errors = ""
         self.last_proposal: Proposal | None = None
+        self.include_setup = include_setup
+        self._script: str | None = None
+        # the statements the last hot-path plan expects the next run to confirm
+        self._predicted: list[dict[str, Any]] = []
+        self._setup_ms: dict[str, float] = {}
         self._resume(state, restore_spec=config is None)
 
     # -- running -------------------------------------------------------------------------------
@@ -180,11 +196,14 @@ class ProfilingSession:
         *,
         trace_name_suffix: str | None = None,
         profiler: str = "torch",
+        discovery: bool | None = None,
     ) -> str:
         """Profile a script (``ncompass run`` in a fresh process) under the current spec.
 
-        A fresh process per iteration means nothing of one run leaks into the next; drilling
-        into the whole run then starts from the script's top-level statements.
+        A fresh process per iteration means nothing of one run leaks into the next. A
+        *discovery* run also samples the Python stacks, so the next spec can mark the whole hot
+        path at once; by default a run is one unless it is the run that measures a hot-path plan
+        (markers only). ``discovery=False`` is the one-level-per-run session.
 
         Returns:
             The path of the trace.
@@ -206,8 +225,14 @@ class ProfilingSession:
             sys.path.insert(0, folder)
         if self.config_version == 0:  # the starting spec is kept as a version too
             self.config_version, _ = self.store.write_version(self.config)
-        command = [sys.executable, "-m", "ncompass", "run", "--config", str(self._spec_file())]
-        command += ["--profiler", profiler, "--output-dir", str(self.trace_output_dir)]
+        discover = (not self._predicted) if discovery is None else discovery
+        if discover and profiler == "torch":
+            command = [sys.executable, "-m", "ncompass.session.discovery"]
+            command += ["--config", str(self._spec_file())]
+        else:
+            command = [sys.executable, "-m", "ncompass", "run", "--config", str(self._spec_file())]
+            command += ["--profiler", profiler]
+        command += ["--output-dir", str(self.trace_output_dir)]
         command += ["--trace-name", name]
         if self.config.full_trace_mode:
             command.append("--full-trace")
@@ -223,8 +248,41 @@ class ProfilingSession:
         self._entry = EntryPoint(TargetKey(file=str(Path(script).resolve())))
         self.last_run_output = done.stdout
         self.last_run_errors = done.stderr
-        self._record(iteration, trace_path, list(sidecar.get("markers", [])), done.returncode, None)
+        record = self._record(
+            iteration, trace_path, list(sidecar.get("markers", [])), done.returncode, None
+        )
+        self._script = str(Path(script).resolve())
+        stacks = stacks_path(trace_path)
+        record.stacks_path = str(stacks) if stacks.is_file() else None
+        self._conclude(record)
         return str(trace_path)
+
+    def _conclude(self, record: IterationRecord) -> None:
+        """The iteration's answer: the discovery run's estimate, or the markers' measurement."""
+        assert self._script is not None
+        planner = MarkerPlanner(self.config, self._entry)
+        found = read_discovery(record, self._script, planner, self.include_setup)
+        answer: Answer | None
+        if found is not None:
+            record.discovery = found.summary()
+            self._setup_ms = dict(record.discovery["setup_ms"])
+            answer = discovery_answer(found, record.iteration)
+        else:
+            answer = measured_answer(
+                record, record.iteration, self._predicted, self._setup_ms, self.include_setup
+            )
+            self._predicted = []
+        record.answer = answer.to_dict() if answer is not None else None
+        self._save()
+
+    @property
+    def answer(self) -> Answer | None:
+        """The statement that holds the time, as of the last iteration (None before any, or
+        when no statement was found yet)."""
+        for record in reversed(self.iterations):
+            if record.answer is not None:
+                return Answer.from_dict(record.answer)
+        return None
 
     def _record(
         self,
@@ -373,6 +431,8 @@ class ProfilingSession:
             planner = MarkerPlanner(self.config, self._entry)
             proposal = self._provider_proposal(planner, None, planner.hot_labels(last))
             if proposal.empty:
+                proposal = self._hot_path_proposal(last, planner)
+            if proposal.empty:
                 own = planner.drill(last)
                 own.dropped[:0] = proposal.dropped
                 proposal = own
@@ -421,9 +481,24 @@ class ProfilingSession:
         self._pending = None
         self._feedback = []
         self.last_proposal = None
+        self._predicted = []
         self._save()
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _hot_path_proposal(self, last: IterationRecord, planner: MarkerPlanner) -> Proposal:
+        """Markers down the hot paths a discovery run saw (empty when it was no discovery run)."""
+        if self._script is None:
+            return Proposal()
+        found = read_discovery(last, self._script, planner, self.include_setup)
+        if found is None:
+            return Proposal()
+        proposal, chosen = hot_path_proposal(found, planner)
+        if not proposal.empty:
+            self._predicted = [
+                {"file": s.file, "lines": [s.start, s.end], "statement": s.text} for s in chosen
+            ]
+        return proposal
 
     def _provider_proposal(
         self, planner: MarkerPlanner, feedback: dict[str, Any] | None, labels: list[str]
@@ -491,6 +566,9 @@ class ProfilingSession:
         if pending:
             self._pending = RewriteConfig.from_dict(pending)
         self._feedback = list(state.get("feedback", []))
+        self._predicted = list(state.get("predicted", []))
+        self._setup_ms = dict(state.get("setup_ms", {}))
+        self._script = state.get("script")
 
     def _save(self) -> None:
         self.store.save_state(
@@ -500,6 +578,9 @@ class ProfilingSession:
                 "pending_spec": self._pending.to_dict() if self._pending else None,
                 "feedback": self._feedback,
                 "provider": self.provider.name,
+                "predicted": self._predicted,
+                "setup_ms": self._setup_ms,
+                "script": self._script,
             },
         )
 

@@ -37,7 +37,17 @@ def test_three_iterations_find_the_planted_statement(tmp_path: Path) -> None:
         "      - qualname: 'Pipeline.*'\n"
     )
     done = _ncompass(
-        "session", "run", "--config", str(spec), "-n", "3", "--name", "t", str(script), cwd=tmp_path
+        "session",
+        "run",
+        "--one-level",
+        "--config",
+        str(spec),
+        "-n",
+        "3",
+        "--name",
+        "t",
+        str(script),
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     hottest = [

@@ -1,0 +1,451 @@
+"""The session's answer: the statement that holds the time, how much, and how sure.
+
+From a run with markers down the hot path, every statement range's own time is exact: CPU time
+not covered by finer markers, or, when the trace has GPU work, the GPU time of the kernels it
+launched (linked through ``args.correlation``). The run is cut into *repeats* (the occurrences
+of the outermost marker that recurs, e.g. each ``model(ids)`` call; else three equal slices of
+time), the statements are ranked in each, and the spread of the winner's share across repeats
+says how stable the ranking is. When the runner-up is within noise of the winner, the answer is
+a tie and names both.
+"""
+
+from __future__ import annotations
+
+import bisect
+import linecache
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ncompass.session.history import IterationRecord
+from ncompass.session.sites import name_pattern
+from ncompass.traces.link import NO_LINK, LinkedTrace, Marker, link_trace
+
+# the runner-up is a tie when this close to the winner (share of the winner's time) ...
+_TIE_SHARE = 0.10
+# ... or when the gap is under this many standard errors of the per-repeat gaps
+_TIE_ERRORS = 2.0
+_TOP_OPS = 5
+# an occurrence above this many times its statement's median is clipped to it (an outlier)
+_OUTLIER = 3.0
+
+
+@dataclass
+class WorkTime:
+    """A C++ op or GPU kernel under the answer, with its time and share of the answer's."""
+
+    name: str
+    ms: float
+    calls: int
+    share: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass
+class Contender:
+    """A statement within noise of the answer (a tie names both)."""
+
+    file: str
+    lines: tuple[int, int]
+    statement: str
+    function: str
+    self_ms: float
+    share: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {**asdict(self), "lines": list(self.lines)}
+
+
+@dataclass
+class Answer:
+    """Where the time goes, as precisely as the session got it.
+
+    Attributes:
+        file, lines, statement, function: The statement (file, first and last line, its first
+            line of text, ``module:Class.method``).
+        self_ms: Its own time (GPU time when the run had GPU work, else CPU) over the run.
+        share: Its share of the steady-state time (0..1).
+        runs: Runs the session used to get here.
+        confidence: ``high`` (it won every repeat by more than the noise), ``medium``, ``low``
+            (one repeat only) or ``tie`` (see ``tied_with``).
+        spread: Standard deviation of its share across repeats (0..1).
+        repeats: How many repeats the run was cut into.
+        basis: ``gpu`` or ``cpu``.
+        measured_by: ``markers`` (exact) or ``samples`` (the discovery run's estimate).
+        ops: The C++ ops under it, by time.
+        kernels: The GPU kernels it launched, by time.
+        tied_with: Statements within noise of it.
+        setup_ms: Time spent once (imports, model construction, compilation), set apart.
+        confirmed: Whether the markers confirmed the discovery run's estimate (None: no estimate
+            to confirm).
+    """
+
+    file: str
+    lines: tuple[int, int]
+    statement: str
+    function: str
+    self_ms: float
+    share: float
+    runs: int
+    confidence: str
+    spread: float = 0.0
+    repeats: int = 1
+    basis: str = "cpu"
+    measured_by: str = "markers"
+    ops: list[WorkTime] = field(default_factory=list)
+    kernels: list[WorkTime] = field(default_factory=list)
+    tied_with: list[Contender] = field(default_factory=list)
+    setup_ms: dict[str, float] = field(default_factory=dict)
+    confirmed: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the ``answer`` of ``session run --json``)."""
+        return {
+            "file": self.file,
+            "lines": list(self.lines),
+            "statement": self.statement,
+            "function": self.function,
+            "self_ms": round(self.self_ms, 3),
+            "share": round(self.share, 4),
+            "runs": self.runs,
+            "confidence": self.confidence,
+            "spread": round(self.spread, 4),
+            "repeats": self.repeats,
+            "basis": self.basis,
+            "measured_by": self.measured_by,
+            "ops": [o.to_dict() for o in self.ops],
+            "kernels": [k.to_dict() for k in self.kernels],
+            "tied_with": [c.to_dict() for c in self.tied_with],
+            "setup_ms": {k: round(v, 3) for k, v in self.setup_ms.items()},
+            "confirmed": self.confirmed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Answer:
+        """The inverse of :meth:`to_dict`."""
+        lines = data.get("lines") or [0, 0]
+        return cls(
+            file=str(data["file"]),
+            lines=(int(lines[0]), int(lines[-1])),
+            statement=str(data.get("statement", "")),
+            function=str(data.get("function", "")),
+            self_ms=float(data.get("self_ms", 0.0)),
+            share=float(data.get("share", 0.0)),
+            runs=int(data.get("runs", 1)),
+            confidence=str(data.get("confidence", "low")),
+            spread=float(data.get("spread", 0.0)),
+            repeats=int(data.get("repeats", 1)),
+            basis=str(data.get("basis", "cpu")),
+            measured_by=str(data.get("measured_by", "markers")),
+            ops=[WorkTime(**o) for o in data.get("ops") or []],
+            kernels=[WorkTime(**k) for k in data.get("kernels") or []],
+            tied_with=[
+                Contender(**{**c, "lines": tuple(c["lines"])}) for c in data.get("tied_with") or []
+            ],
+            setup_ms=dict(data.get("setup_ms") or {}),
+            confirmed=data.get("confirmed"),
+        )
+
+    def describe(self) -> str:
+        """One line for people."""
+        lines = (
+            f"line {self.lines[0]}"
+            if self.lines[0] == self.lines[1]
+            else f"lines {self.lines[0]}-{self.lines[1]}"
+        )
+        text = (
+            f"{self.statement} — {self.function}, {lines} of {self.file}: "
+            f"{self.self_ms:.2f} ms {self.basis.upper()} ({100 * self.share:.0f}%), "
+            f"{self.runs} run{'s' if self.runs != 1 else ''}, confidence {self.confidence}"
+        )
+        if self.repeats > 1:
+            text += f" (spread ±{100 * self.spread:.1f} points over {self.repeats} repeats)"
+        return text
+
+
+@dataclass
+class Ranking:
+    """Statements with their time per repeat, as both kinds of run produce them."""
+
+    names: dict[str, dict[str, Any]]  # statement key -> its site (file, lines, statement, ...)
+    per_repeat: dict[str, list[float]]  # statement key -> its time (µs) in each repeat
+    repeat_totals: list[float]  # steady-state time (µs) of each repeat
+    calls: bool = False  # the repeats are repeated calls (the first one warms up)
+
+
+def decide(ranking: Ranking, runs: int, basis: str, measured_by: str) -> Answer | None:
+    """The winner of a ranking, how stable it is, and its ties.
+
+    When the repeats are repeated calls and there are three or more, the first is a warm-up
+    (first calls allocate, fill caches): it counts in the times but not in the ranking or its
+    stability.
+    """
+    if not ranking.per_repeat:
+        return None
+    count = len(ranking.repeat_totals)
+    judged = slice(1, None) if count >= 3 and ranking.calls else slice(None)
+    steady = {key: sum(times[judged]) for key, times in ranking.per_repeat.items()}
+    totals = {key: sum(times) for key, times in ranking.per_repeat.items()}
+    order = sorted(steady, key=lambda key: (-steady[key], -totals[key]))
+    top = order[0]
+    if totals[top] <= 0:
+        return None
+    whole = sum(ranking.repeat_totals) or 1.0
+    top_times = ranking.per_repeat[top][judged]
+    shares = [
+        t / r if r else 0.0 for t, r in zip(top_times, ranking.repeat_totals[judged], strict=True)
+    ]
+    spread = statistics.pstdev(shares) if len(shares) > 1 else 0.0
+    top_mean = statistics.fmean(top_times)
+    tied: list[str] = []
+    clear_everywhere = True
+    for other in order[1:3]:
+        gaps = [a - b for a, b in zip(top_times, ranking.per_repeat[other][judged], strict=True)]
+        mean_gap = statistics.fmean(gaps)
+        noise = _TIE_ERRORS * statistics.stdev(gaps) / len(gaps) ** 0.5 if len(gaps) > 1 else 0.0
+        wins = sum(1 for gap in gaps if gap > 0)
+        if mean_gap <= max(noise, _TIE_SHARE * top_mean) or 2 * wins <= len(gaps):
+            tied.append(other)
+        if wins < len(gaps):
+            clear_everywhere = False
+    if tied:
+        confidence = "tie"
+    elif count < 2:
+        confidence = "low"
+    else:
+        confidence = "high" if clear_everywhere else "medium"
+    site = ranking.names[top]
+    return Answer(
+        file=site["file"],
+        lines=site["lines"],
+        statement=site["statement"],
+        function=site["function"],
+        self_ms=totals[top] / 1000,
+        share=totals[top] / whole,
+        runs=runs,
+        confidence=confidence,
+        spread=spread,
+        repeats=count,
+        basis=basis,
+        measured_by=measured_by,
+        tied_with=[
+            Contender(
+                ranking.names[key]["file"],
+                ranking.names[key]["lines"],
+                ranking.names[key]["statement"],
+                ranking.names[key]["function"],
+                totals[key] / 1000,
+                totals[key] / whole,
+            )
+            for key in tied
+        ],
+    )
+
+
+def answer_from_markers(
+    record: IterationRecord, runs: int, *, include_setup: bool = False
+) -> Answer | None:
+    """The statement range of a marker run with the most own time (GPU time when the trace has
+    GPU work), with the ops and kernels under it; None when the run marked no statement.
+
+    Only time inside the repeats counts (the imports before the first ``model(ids)`` do not),
+    unless ``include_setup``: then the whole run is one repeat.
+    """
+    statements = [s for s in record.manifest if s.get("kind") in ("range", "call")]
+    if not statements:
+        return None
+    trace = link_trace(record.trace_path, progress=False)
+    patterns = [(site, name_pattern(site)) for site in statements]
+    site_of_name: dict[str, dict[str, Any] | None] = {}
+    gpu = len(trace.gpu) > 0
+    gpu_self = [0.0] * len(trace.markers)
+    if gpu:
+        for index in range(len(trace.gpu)):
+            owner = trace.marker_of_gpu_event(index)
+            if owner != NO_LINK:
+                gpu_self[owner] += trace.gpu.duration[index]
+    windows, calls = _repeats(trace)
+    if include_setup and trace.markers:
+        windows = [(min(m.start for m in trace.markers), max(m.end for m in trace.markers))]
+        calls = False
+    per_repeat: dict[str, list[float]] = {}
+    names: dict[str, dict[str, Any]] = {}
+    occurrences: dict[str, list[int]] = defaultdict(list)
+    totals = [0.0] * len(windows)
+    for position, marker in enumerate(trace.markers):
+        own = gpu_self[position] if gpu else max(0.0, marker.duration - marker.nested_us)
+        slot = _window_of(windows, marker.start)
+        if slot is None:
+            continue
+        totals[slot] += own
+        if marker.name not in site_of_name:
+            site_of_name[marker.name] = next(
+                (site for site, pattern in patterns if pattern.fullmatch(marker.name)), None
+            )
+        site = site_of_name[marker.name]
+        if site is None:
+            continue
+        key = str(site.get("name"))
+        if key not in names:
+            names[key] = _site_summary(site)
+            per_repeat[key] = [0.0] * len(windows)
+        per_repeat[key][slot] += own
+        occurrences[key].append(position)
+    _clip_outliers(trace, per_repeat, occurrences, gpu_self if gpu else None, windows)
+    ranking = Ranking(names, per_repeat, totals, calls)
+    answer = decide(ranking, runs, "gpu" if gpu else "cpu", "markers")
+    if answer is None:
+        return None
+    top = next(
+        k for k, v in names.items() if v["lines"] == answer.lines and v["file"] == answer.file
+    )
+    answer.ops, answer.kernels = _work_under(trace, occurrences[top], answer.self_ms * 1000, gpu)
+    return answer
+
+
+def _clip_outliers(
+    trace: LinkedTrace,
+    per_repeat: dict[str, list[float]],
+    occurrences: dict[str, list[int]],
+    gpu_self: list[float] | None,
+    windows: list[tuple[float, float]],
+) -> None:
+    """Each occurrence counted at most ``_OUTLIER`` times its statement's median: one call
+    stretched by the machine (the process preempted, a page-fault storm) must not decide the
+    ranking."""
+    for key, positions in occurrences.items():
+        own = [
+            gpu_self[p]
+            if gpu_self is not None
+            else max(0.0, trace.markers[p].duration - trace.markers[p].nested_us)
+            for p in positions
+        ]
+        cap = _OUTLIER * statistics.median(own)
+        clipped = [0.0] * len(windows)
+        for position, value in zip(positions, own, strict=True):
+            slot = _window_of(windows, trace.markers[position].start)
+            if slot is not None:
+                clipped[slot] += min(value, cap)
+        per_repeat[key] = clipped
+
+
+def _site_summary(site: dict[str, Any]) -> dict[str, Any]:
+    start, end = int(site.get("start_line", 0)), int(site.get("end_line", 0))
+    name = str(site.get("name", ""))
+    file = str(site.get("file") or "")
+    statement = linecache.getline(file, start).strip() if file else ""
+    if not statement:
+        statement = name.split(" ", 1)[1] if " " in name else name
+    return {
+        "file": str(site.get("file") or site.get("module")),
+        "lines": (start, end),
+        "statement": statement,
+        "function": f"{site.get('module')}:{site.get('qualname')}",
+    }
+
+
+def _repeats(trace: LinkedTrace) -> tuple[list[tuple[float, float]], bool]:
+    """The run cut into repeats: the occurrences of the outermost marker that recurs (e.g. each
+    ``model(ids)`` of a loop), or three equal slices of the markers' span; and whether they are
+    repeated calls."""
+    markers = trace.markers
+    counts: dict[str, int] = defaultdict(int)
+    for marker in markers:
+        counts[marker.name] += 1
+    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for marker in markers:
+        if counts[marker.name] < 2:
+            continue
+        parent = marker.parent
+        while parent != NO_LINK and counts[markers[parent].name] < 2:
+            parent = markers[parent].parent
+        if parent == NO_LINK:  # no recurring marker around it
+            spans[marker.name].append((marker.start, marker.end))
+    recurring = [found for found in spans.values() if len(found) >= 2]
+    if recurring:
+        return sorted(max(recurring, key=lambda s: sum(end - start for start, end in s))), True
+    if not markers:
+        return [], False
+    first = min(m.start for m in markers)
+    last = max(m.end for m in markers)
+    step = (last - first) / 3 or 1.0
+    return [(first + i * step, first + (i + 1) * step) for i in range(3)], False
+
+
+def _window_of(windows: list[tuple[float, float]], time: float) -> int | None:
+    for position, (start, end) in enumerate(windows):
+        if start <= time < end or (position == len(windows) - 1 and time == end):
+            return position
+    return None
+
+
+def _work_under(
+    trace: LinkedTrace, markers: list[int], own_us: float, gpu: bool
+) -> tuple[list[WorkTime], list[WorkTime]]:
+    """The outermost C++ ops inside the given marker ranges (not inside a finer marker), and
+    the kernels those ranges launched."""
+    from ncompass.traces.reader import TraceReader
+
+    chosen = set(markers)
+    kernels: dict[str, list[float]] = defaultdict(list)
+    if gpu:
+        for index in range(len(trace.gpu)):
+            if trace.marker_of_gpu_event(index) in chosen:
+                kernels[trace.names[trace.gpu.name[index]]].append(trace.gpu.duration[index])
+    spans = _Spans((trace.markers[m] for m in chosen), trace)
+    inner = _Spans((m for m in trace.markers if m.parent in chosen), trace)
+    ops: dict[str, list[float]] = defaultdict(list)
+    covered_until: dict[Any, float] = {}
+    events = []
+    for event in TraceReader(trace.path, progress=False):
+        if event.get("ph") == "X" and event.get("cat") == "cpu_op":
+            events.append(event)
+    events.sort(key=lambda e: float(e.get("ts", 0)))
+    for event in events:
+        start = float(event["ts"]) - trace.origin_us
+        duration = float(event.get("dur", 0.0))
+        thread = (event.get("pid"), event.get("tid"))
+        if start < covered_until.get(thread, float("-inf")):
+            continue  # inside an op already counted
+        if not spans.holds(thread, start) or inner.holds(thread, start):
+            continue
+        covered_until[thread] = start + duration
+        ops[str(event.get("name"))].append(duration)
+    own_gpu = sum(sum(d) for d in kernels.values()) or 1.0
+    own_cpu = own_us or 1.0
+    return _top(ops, own_cpu), _top(kernels, own_gpu)
+
+
+class _Spans:
+    """Marker ranges per thread, to ask quickly whether a time falls inside one."""
+
+    def __init__(self, markers: Iterable[Marker], trace: LinkedTrace) -> None:
+        by_thread: dict[Any, list[tuple[float, float]]] = defaultdict(list)
+        for marker in markers:
+            by_thread[trace.threads[marker.thread]].append((marker.start, marker.end))
+        self._starts = {t: [s for s, _ in sorted(v)] for t, v in by_thread.items()}
+        self._ends = {t: [e for _, e in sorted(v)] for t, v in by_thread.items()}
+
+    def holds(self, thread: Any, time: float) -> bool:
+        starts = self._starts.get(thread)
+        if not starts:
+            return False
+        position = bisect.bisect_right(starts, time) - 1
+        return position >= 0 and time < self._ends[thread][position]
+
+
+def _top(times: dict[str, list[float]], whole: float) -> list[WorkTime]:
+    ranked = sorted(times.items(), key=lambda item: -sum(item[1]))[:_TOP_OPS]
+    return [
+        WorkTime(name, round(sum(d) / 1000, 3), len(d), round(sum(d) / whole, 4))
+        for name, d in ranked
+    ]
+
+
+__all__ = ["Answer", "Contender", "Ranking", "WorkTime", "answer_from_markers", "decide"]

@@ -1,0 +1,302 @@
+"""The call tree of a discovery run: sampled stacks → where the time goes, statement by statement.
+
+Every sample is credited to the innermost frame of *your* code on its stack (the script, your
+modules, third-party model code such as transformers); frames of torch, the standard library and
+ncompass are folded into the statement that called them, so ``self.c_fc(x)`` holds the time of
+the ``nn.Linear`` under it. Time spent once is set apart as *setup*: imports (frames of
+``importlib``), model construction (``__init__``, ``from_pretrained``, weight initialisation) and
+``torch.compile``'s compilation (frames of ``torch._dynamo`` / ``torch._inductor``). Samples
+outside the script (the profiler starting and stopping) are left out.
+
+A function called from more than one statement is a *helper*: its time goes to the statement
+that called it, so a slow ``spin(SLOW)`` or ``self.c_fc(x)`` is named rather than the loop or the
+``addmm`` inside the helper that every call site shares.
+
+When the run's trace has GPU work, each kernel's time is credited to the statement sampled
+nearest in time to the CPU call that launched it (linked through ``args.correlation``): an
+estimate, which the markers of the next run replace with exact numbers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import sysconfig
+from collections import defaultdict
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from itertools import pairwise
+from pathlib import Path
+
+from ncompass.session.sampler import Frame, StackSamples
+from ncompass.spec.models import MODULE_LEVEL
+
+SETUP_KINDS = ("import", "model construction", "compilation")
+_CONSTRUCTION = frozenset(
+    {"__init__", "from_pretrained", "post_init", "_init_weights", "init_weights"}
+)
+_SYNTHETIC = ("<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
+
+
+def _package_dir(name: str) -> str | None:
+    spec = find_spec(name)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return os.path.realpath(locations[0]) + os.sep if locations else None
+
+
+def framework_dirs() -> tuple[str, ...]:
+    """Folders whose frames are folded into their caller: torch, the standard library,
+    ncompass (found without importing torch)."""
+    found = [_package_dir("torch"), _package_dir("ncompass"), _package_dir("triton")]
+    stdlib = sysconfig.get_paths().get("stdlib")
+    if stdlib:
+        found.append(os.path.realpath(stdlib) + os.sep)
+    return tuple(d for d in found if d)
+
+
+@dataclass(frozen=True)
+class CodeLine:
+    """A line of a function of your code, as a sampled frame shows it.
+
+    Attributes:
+        file: The real path of the file.
+        line: The line.
+        qualname: The function (``Class.method``; ``<module>`` for top-level code). Lambdas and
+            comprehensions count as the function they are written in.
+        module: The module name (``__main__`` for the script).
+    """
+
+    file: str
+    line: int
+    qualname: str
+    module: str
+
+
+@dataclass
+class LineTime:
+    """Time of one line of your code: its own (``self_us``), with callees (``total_us``), and
+    GPU time credited to it."""
+
+    self_us: float = 0.0
+    total_us: float = 0.0
+    gpu_us: float = 0.0
+    samples: int = 0
+
+
+@dataclass
+class HotPath:
+    """The frames of your code from the top of the run down to a hot line, outermost first."""
+
+    frames: list[CodeLine]
+    weight_us: float
+
+    @property
+    def leaf(self) -> CodeLine:
+        """The hot line itself."""
+        return self.frames[-1]
+
+
+@dataclass
+class StackProfile:
+    """Where a discovery run's time went, by line of your code.
+
+    Attributes:
+        lines: Steady-state time per line (setup excluded unless asked for).
+        setup_us: Time of each kind of setup (``import``, ``model construction``,
+            ``compilation``).
+        steady_us: Time of the run outside setup.
+        paths: Per hot line, its heaviest path (the frames leading to it).
+        windows: Per line, its self time in each third of the steady-state run (for stability).
+        functions: Per function of your code (a ``CodeLine`` whose line is 0), the steady-state
+            CPU time spent in it and its callees.
+        gpu: Whether GPU time was credited.
+    """
+
+    lines: dict[CodeLine, LineTime] = field(default_factory=dict)
+    setup_us: dict[str, float] = field(default_factory=dict)
+    steady_us: float = 0.0
+    paths: dict[CodeLine, HotPath] = field(default_factory=dict)
+    windows: dict[CodeLine, list[float]] = field(default_factory=dict)
+    functions: dict[CodeLine, float] = field(default_factory=dict)
+    gpu: bool = False
+
+    def ranked(self) -> list[tuple[CodeLine, LineTime]]:
+        """Lines by the time the user cares about: GPU time when there is GPU work, else
+        their own CPU time; largest first."""
+        return sorted(self.lines.items(), key=lambda item: -self.basis_us(item[1]))
+
+    def basis_us(self, time: LineTime) -> float:
+        """The time a line is ranked by."""
+        return time.gpu_us if self.gpu else time.self_us
+
+    @property
+    def total_us(self) -> float:
+        """What shares are relative to: all GPU time, or the steady-state CPU time."""
+        if self.gpu:
+            return sum(t.gpu_us for t in self.lines.values())
+        return self.steady_us
+
+
+def normalized_qualname(qualname: str) -> str:
+    """A code object's qualname as the statement index names scopes: no ``<locals>``, and a
+    lambda or comprehension counts as the function around it."""
+    parts = [p for p in qualname.split(".") if p != "<locals>"]
+    for position, part in enumerate(parts):
+        if part in _SYNTHETIC:
+            parts = parts[:position]
+            break
+    return ".".join(parts) or MODULE_LEVEL
+
+
+class _Classifier:
+    def __init__(self, script: str, framework: tuple[str, ...]) -> None:
+        self.script = os.path.realpath(script)
+        self.framework = framework
+        self._real: dict[str, str] = {}
+
+    def real(self, file: str) -> str:
+        found = self._real.get(file)
+        if found is None:
+            found = file if file.startswith("<") else os.path.realpath(file)
+            self._real[file] = found
+        return found
+
+    def is_framework(self, frame: Frame) -> bool:
+        file = self.real(frame.file)
+        return file.startswith("<") or file.startswith(self.framework)
+
+    def setup_kind(self, frames: list[Frame]) -> str | None:
+        for position, frame in enumerate(frames):
+            if frame.file.startswith("<frozen importlib"):
+                return "import"
+            if position and frame.qualname == MODULE_LEVEL:  # a module's top level: an import
+                return "import"
+            file = self.real(frame.file)
+            if "/torch/_dynamo/" in file or "/torch/_inductor/" in file:
+                return "compilation"
+            if frame.qualname.rsplit(".", 1)[-1] in _CONSTRUCTION and not self.is_framework(frame):
+                return "model construction"
+        return None
+
+
+def stack_profile(
+    samples: StackSamples,
+    script: str | Path,
+    *,
+    include_setup: bool = False,
+    gpu_launches_us: list[tuple[float, float]] | None = None,
+) -> StackProfile:
+    """The time of each line of your code in a discovery run.
+
+    Args:
+        samples: The run's sampled stacks.
+        script: The script that ran (samples without its frames are left out).
+        include_setup: Count setup (imports, construction, compilation) like any other time.
+        gpu_launches_us: ``(Unix time of the launching CPU call, GPU duration)`` of each GPU
+            event, to credit GPU time to the statement sampled nearest in time.
+    """
+    classifier = _Classifier(str(script), framework_dirs())
+    profile = StackProfile()
+    steady_times: list[float] = []
+    steady_leaves: list[CodeLine] = []
+    steady_weights: list[float] = []
+    path_weights: dict[CodeLine, dict[tuple[CodeLine, ...], float]] = defaultdict(
+        lambda: defaultdict(float)
+    )
+    kept: list[tuple[list[CodeLine], float, float]] = []
+    for stack, at, weight in zip(samples.stacks, samples.times_us, samples.weights_us, strict=True):
+        frames = [samples.frames[i] for i in stack]
+        start = next(
+            (i for i, f in enumerate(frames) if classifier.real(f.file) == classifier.script), None
+        )
+        if start is None:
+            continue
+        frames = frames[start:]
+        kind = classifier.setup_kind(frames)
+        if kind is not None:
+            profile.setup_us[kind] = profile.setup_us.get(kind, 0.0) + weight
+            if not include_setup:
+                continue
+        mine = [
+            CodeLine(classifier.real(f.file), f.line, normalized_qualname(f.qualname), f.module)
+            for f in frames
+            if not classifier.is_framework(f)
+        ]
+        if mine:
+            kept.append((mine, at, weight))
+    helpers = _helpers(kept)
+    for mine, at, weight in kept:
+        while len(mine) > 1 and (mine[-1].file, mine[-1].qualname) in helpers:
+            mine = mine[:-1]
+        profile.steady_us += weight
+        leaf = mine[-1]
+        time = profile.lines.setdefault(leaf, LineTime())
+        time.self_us += weight
+        time.samples += 1
+        for function in {CodeLine(line.file, 0, line.qualname, line.module) for line in mine}:
+            profile.functions[function] = profile.functions.get(function, 0.0) + weight
+        for line in set(mine):
+            if line != leaf:
+                profile.lines.setdefault(line, LineTime()).total_us += weight
+        time.total_us += weight
+        path_weights[leaf][tuple(mine)] += weight
+        steady_times.append(at)
+        steady_leaves.append(leaf)
+        steady_weights.append(weight)
+    for leaf, paths in path_weights.items():
+        heaviest = max(paths.items(), key=lambda item: item[1])
+        profile.paths[leaf] = HotPath(list(heaviest[0]), sum(paths.values()))
+    if steady_times:
+        first, last = steady_times[0], steady_times[-1]
+        span = (last - first) / 3 or 1.0
+        for at, leaf, weight in zip(steady_times, steady_leaves, steady_weights, strict=True):
+            third = min(2, int((at - first) / span))
+            profile.windows.setdefault(leaf, [0.0, 0.0, 0.0])[third] += weight
+    if gpu_launches_us and steady_times:
+        _credit_gpu(profile, steady_times, steady_leaves, gpu_launches_us)
+    return profile
+
+
+def _helpers(kept: list[tuple[list[CodeLine], float, float]]) -> set[tuple[str, str]]:
+    """Functions called from more than one statement: helpers, whose time is credited to the
+    statement that called them (``spin(SLOW)``, not the loop inside ``spin``)."""
+    sites: dict[tuple[str, str], set[tuple[str, int]]] = defaultdict(set)
+    for mine, _, _ in kept:
+        for caller, callee in pairwise(mine):
+            sites[(callee.file, callee.qualname)].add((caller.file, caller.line))
+    return {function for function, callers in sites.items() if len(callers) > 1}
+
+
+def _credit_gpu(
+    profile: StackProfile,
+    times: list[float],
+    leaves: list[CodeLine],
+    launches: list[tuple[float, float]],
+) -> None:
+    """GPU time to the statement sampled nearest each launch (within ten sampling periods)."""
+    horizon = 10 * max(1.0, (times[-1] - times[0]) / max(1, len(times) - 1))
+    for at, duration in launches:
+        position = bisect.bisect_left(times, at)
+        best = None
+        for candidate in (position - 1, position):
+            if (
+                0 <= candidate < len(times)
+                and abs(times[candidate] - at) <= horizon
+                and (best is None or abs(times[candidate] - at) < abs(times[best] - at))
+            ):
+                best = candidate
+        if best is not None:
+            profile.lines[leaves[best]].gpu_us += duration
+            profile.gpu = True
+
+
+__all__ = [
+    "SETUP_KINDS",
+    "CodeLine",
+    "HotPath",
+    "LineTime",
+    "StackProfile",
+    "framework_dirs",
+    "normalized_qualname",
+    "stack_profile",
+]

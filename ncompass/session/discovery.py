@@ -1,0 +1,62 @@
+"""The discovery run: ``ncompass run`` with a stack sampler beside the profiler.
+
+``python -m ncompass.session.discovery [--config SPEC] [--full-trace] -o DIR --trace-name NAME
+SCRIPT [ARGS]`` runs SCRIPT exactly as ``ncompass run`` does (same rewrites, same torch profiler,
+same sidecar), and writes the sampled Python stacks beside the trace (``NAME.stacks.json``), so
+one run shows the whole call tree, down to the line, whatever markers exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ncompass.errors import NcompassError
+from ncompass.session.sampler import DEFAULT_INTERVAL_S, StackSampler, stacks_path
+
+USER_ERROR = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ncompass.session.discovery")
+    parser.add_argument("--config", action="append", default=[])
+    parser.add_argument("--output-dir", "-o", required=True)
+    parser.add_argument("--trace-name", required=True)
+    parser.add_argument("--full-trace", action="store_true")
+    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S)
+    parser.add_argument("script")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the discovery run; returns the script's exit code (2: ncompass could not run it)."""
+    from ncompass.capture.runner import RunOptions, run
+
+    options = _parser().parse_args(argv)
+    sampler = StackSampler(interval_s=options.interval)
+    sampler.start()
+    try:
+        result = run(
+            RunOptions(
+                specs=list(options.config),
+                script=options.script,
+                args=list(options.args),
+                output_dir=options.output_dir,
+                trace_name=options.trace_name,
+                full_trace=options.full_trace,
+            )
+        )
+    except NcompassError as error:
+        sampler.stop()
+        print(f"ncompass: error: {error}", file=sys.stderr)
+        return USER_ERROR
+    samples = sampler.stop()
+    if result.trace_path is not None:
+        samples.write(stacks_path(Path(result.trace_path)))
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""A low-overhead Python stack sampler for the session's discovery run.
+
+A daemon thread wakes every ``interval_s``, reads the frames of the watched thread with
+``sys._current_frames()`` and records the stack (file, line, function of every frame) with the
+wall time it stood for. Torch ops release the GIL, so a sample taken while the model computes
+sees the statement that called the op; a pure-Python stretch is sampled at the next GIL switch.
+Each sample is weighted by the time since the previous one, so a late sample still counts for
+the time it covers: the process's CPU time, capped at the wall time, so a stretch where the
+machine ran someone else's work (a loaded machine preempts the process) does not count for the
+line that happened to be running, nor does a ``sleep``. Timestamps are Unix microseconds, the
+clock Kineto traces use (``ts`` plus ``baseTimeNanoseconds``).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any
+
+import orjson
+
+STACKS_SUFFIX = ".stacks.json"
+DEFAULT_INTERVAL_S = 0.005
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One Python frame of a sampled stack.
+
+    Attributes:
+        file: The code's file (``co_filename``).
+        line: The line executing when the sample was taken.
+        qualname: The code's qualified name (``Class.method``, ``outer.<locals>.inner``).
+        first_line: The code's first line (``co_firstlineno``).
+        module: ``__name__`` of the frame's globals (``__main__`` for the script).
+    """
+
+    file: str
+    line: int
+    qualname: str
+    first_line: int
+    module: str
+
+
+@dataclass
+class StackSamples:
+    """What a sampler recorded: interned frames and, per sample, its time and stack.
+
+    Attributes:
+        frames: Every distinct frame seen.
+        stacks: Per sample: frame indices, outermost first.
+        times_us: Per sample: Unix time in microseconds.
+        weights_us: Per sample: the time it stands for (CPU time, at most the wall time).
+        interval_s: The sampling period asked for.
+    """
+
+    frames: list[Frame] = field(default_factory=list)
+    stacks: list[list[int]] = field(default_factory=list)
+    times_us: list[float] = field(default_factory=list)
+    weights_us: list[float] = field(default_factory=list)
+    interval_s: float = DEFAULT_INTERVAL_S
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "interval_s": self.interval_s,
+            "frames": [[f.file, f.line, f.qualname, f.first_line, f.module] for f in self.frames],
+            "stacks": self.stacks,
+            "times_us": self.times_us,
+            "weights_us": self.weights_us,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StackSamples:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            frames=[
+                Frame(str(f[0]), int(f[1]), str(f[2]), int(f[3]), str(f[4])) for f in data["frames"]
+            ],
+            stacks=[list(map(int, s)) for s in data["stacks"]],
+            times_us=[float(t) for t in data["times_us"]],
+            weights_us=[float(w) for w in data["weights_us"]],
+            interval_s=float(data.get("interval_s", DEFAULT_INTERVAL_S)),
+        )
+
+    def write(self, path: Path) -> Path:
+        """Write the samples as JSON; returns ``path``."""
+        path.write_bytes(orjson.dumps(self.to_dict()))
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> StackSamples:
+        """Samples written by :meth:`write`."""
+        return cls.from_dict(orjson.loads(path.read_bytes()))
+
+
+def stacks_path(trace: Path) -> Path:
+    """Where the samples of a trace's run are kept: beside it, ``NAME.stacks.json``."""
+    name = trace.name.removesuffix(".gz").removesuffix(".json")
+    return trace.with_name(name + STACKS_SUFFIX)
+
+
+class StackSampler:
+    """Samples one thread's Python stack on a background thread.
+
+    Args:
+        thread_id: The thread to watch (default: the thread that creates the sampler).
+        interval_s: Sampling period.
+    """
+
+    def __init__(self, thread_id: int | None = None, interval_s: float = DEFAULT_INTERVAL_S):
+        self.thread_id = thread_id if thread_id is not None else threading.get_ident()
+        self.samples = StackSamples(interval_s=interval_s)
+        # by identity: equal code objects of two files (the same helper copied) are not one
+        self._frame_ids: dict[tuple[int, int], int] = {}
+        self._codes: list[CodeType] = []  # kept alive, so their ids are never reused
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ncompass-sampler", daemon=True)
+
+    def start(self) -> None:
+        """Start sampling."""
+        self._thread.start()
+
+    def stop(self) -> StackSamples:
+        """Stop sampling and return what was recorded."""
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+    def _loop(self) -> None:
+        interval = self.samples.interval_s
+        last, last_cpu = time.time(), time.process_time()
+        while not self._stop.wait(interval):
+            frame = sys._current_frames().get(self.thread_id)
+            now, cpu = time.time(), time.process_time()
+            if frame is not None:
+                self.samples.stacks.append(self._stack(frame))
+                self.samples.times_us.append(now * 1e6)
+                self.samples.weights_us.append(min(now - last, cpu - last_cpu) * 1e6)
+            last, last_cpu = now, cpu
+
+    def _stack(self, frame: FrameType | None) -> list[int]:
+        stack: list[int] = []
+        while frame is not None:
+            code = frame.f_code
+            line = frame.f_lineno or code.co_firstlineno
+            key = (id(code), line)
+            index = self._frame_ids.get(key)
+            if index is None:
+                self._codes.append(code)
+                index = len(self.samples.frames)
+                module = frame.f_globals.get("__name__")
+                self.samples.frames.append(
+                    Frame(
+                        code.co_filename,
+                        line,
+                        getattr(code, "co_qualname", code.co_name),
+                        code.co_firstlineno,
+                        module if isinstance(module, str) else "",
+                    )
+                )
+                self._frame_ids[key] = index
+            stack.append(index)
+            frame = frame.f_back
+        stack.reverse()
+        return stack
+
+
+__all__ = ["STACKS_SUFFIX", "Frame", "StackSampler", "StackSamples", "stacks_path"]
