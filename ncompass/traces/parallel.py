@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
@@ -71,7 +72,9 @@ def map_traces(
     context = multiprocessing.get_context("spawn")
     with (
         byte_progress(label, sum(sizes), progress, compressed=compressed) as advance,
-        ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool,
+        ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_leave_ctrl_c_to_the_parent
+        ) as pool,
     ):
         futures: list[Future[Result]] = [
             pool.submit(read, path, position, False) for position, path in enumerate(paths)
@@ -81,10 +84,31 @@ def map_traces(
                 result = future.result()
                 advance(size)
                 yield result
-        finally:
-            # An error, Ctrl-C or a consumer that stopped early: drop the files not started.
-            for future in futures:
-                future.cancel()
+        except BaseException:
+            # An error, Ctrl-C or a consumer that stopped early: end the files in flight too.
+            _stop_workers(pool)
+            raise
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    # Waiting for the files in flight could take minutes on large traces. Python 3.14 can end
+    # them (terminate_workers); before it, the pool's own process table is the only handle,
+    # and shutdown() clears it, so it is read first.
+    terminate: Callable[[], None] | None = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    processes: dict[int, multiprocessing.Process] = getattr(pool, "_processes", None) or {}
+    running = list(processes.values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in running:
+        process.terminate()
+
+
+def _leave_ctrl_c_to_the_parent() -> None:
+    # Ctrl-C reaches the whole process group: only the parent should stop (and say so once),
+    # not every worker with a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _size(path: Path) -> int:
