@@ -103,6 +103,8 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
     for process in running:
         process.terminate()
+    for process in running:
+        process.join()
 
 
 def _leave_ctrl_c_to_the_parent() -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from ncompass.cli import ncompass_cli
+from ncompass.errors import TraceError
+from ncompass.traces.parallel import map_traces
 
 HTA = Path(__file__).parents[1] / "data" / "traces" / "hta"
 # Four traces of four different ranks (0, 1, 34, and the AMD one placed by position).
@@ -76,3 +80,20 @@ def test_two_files_of_one_rank_are_refused_as_with_one_job() -> None:
     two = run("breakdown", *same_rank, "--jobs", "2")
     assert two == one
     assert one[0] == 2 and "both rank 0" in one[2]
+
+
+def fail_first_and_hang_on_the_rest(path: str | Path, position: int, progress: bool | None) -> int:
+    """A reader (run in workers) whose first file is corrupt and whose others take minutes."""
+    if position == 0:
+        raise TraceError(f"{path}: corrupt")
+    time.sleep(120)
+    return position
+
+
+def test_an_error_ends_the_files_still_in_flight_at_once() -> None:
+    before = set(multiprocessing.active_children())
+    started = time.perf_counter()
+    with pytest.raises(TraceError, match=r"first\.json: corrupt"):
+        list(map_traces(fail_first_and_hang_on_the_rest, ["first.json", "slow.json"], jobs=2))
+    assert time.perf_counter() - started < 30
+    assert set(multiprocessing.active_children()) <= before  # the workers are gone
