@@ -23,6 +23,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("bench_gpu_monitor.py", [], ["--quick"]),
     ("bench_traces.py", [], ["--runs", "1", "--no-scaling"]),
     ("bench_trace_passes.py", [], ["--runs", "1", "--size-mb", "54"]),
+    ("bench_trace_jobs.py", [], ["--runs", "1", "--size-mb", "20"]),
     ("bench_nvtx_trace.py", [], ["--runs", "2", "--calls", "20000", "--steps", "20000"]),
     ("bench_kernels.py", [], ["--quick"]),
     ("bench_remote.py", [], ["--quick"]),

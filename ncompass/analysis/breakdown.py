@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from ncompass.analysis.intervals import intersection_length, merge_sorted, total
 from ncompass.analysis.launches import LaunchStatistics, launch_statistics
 from ncompass.errors import TraceError
 from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace, marker_group
+from ncompass.traces.parallel import map_traces
 
 _COMPUTATION, _COMMUNICATION, _MEMORY = 0, 1, 2
 
@@ -113,6 +115,7 @@ def breakdown(
     *,
     exclude_last_profiler_step: bool = False,
     progress: bool | None = None,
+    jobs: int | None = 1,
 ) -> Breakdown:
     """Break down the GPU time of each trace file (one file per rank).
 
@@ -122,6 +125,8 @@ def breakdown(
             ``ProfilerStep#N`` started, as Holistic Trace Analysis does by default (the last
             step is often cut short). Has no effect on traces with fewer than two steps.
         progress: Progress bar on stderr (None: only on a terminal, for large files).
+        jobs: Files read at once in worker processes; None for one per core, 1 for one by one
+            in this process. The result is the same either way.
 
     Returns:
         The breakdown.
@@ -129,20 +134,28 @@ def breakdown(
     Raises:
         TraceError: A file is missing or corrupt, or two files claim the same rank.
     """
+    read = partial(_read_rank, exclude_last_profiler_step=exclude_last_profiler_step)
     ranks: list[RankBreakdown] = []
     owners: dict[int, str] = {}
-    for position, path in enumerate(paths):
-        trace = link_trace(path, progress=progress)
-        rank = trace.rank if trace.rank is not None else position
-        if rank in owners:
+    for path, rank in zip(
+        paths, map_traces(read, paths, jobs=jobs, progress=progress), strict=True
+    ):
+        if rank.rank in owners:
             raise TraceError(
-                f"{path} and {owners[rank]} are both rank {rank}: pass one trace per rank"
+                f"{path} and {owners[rank.rank]} are both rank {rank.rank}: pass one trace per rank"
             )
-        owners[rank] = str(path)
-        ranks.append(
-            rank_breakdown(trace, rank, exclude_last_profiler_step=exclude_last_profiler_step)
-        )
+        owners[rank.rank] = str(path)
+        ranks.append(rank)
     return Breakdown(tuple(ranks))
+
+
+def _read_rank(
+    path: str | Path, position: int, progress: bool | None, *, exclude_last_profiler_step: bool
+) -> RankBreakdown:
+    """Link one file and break it down (runs in a worker process when ``jobs`` > 1)."""
+    trace = link_trace(path, progress=progress)
+    rank = trace.rank if trace.rank is not None else position
+    return rank_breakdown(trace, rank, exclude_last_profiler_step=exclude_last_profiler_step)
 
 
 def rank_breakdown(

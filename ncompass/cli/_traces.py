@@ -9,6 +9,15 @@ import orjson
 
 _TRACE = click.Path(dir_okay=False, path_type=Path)
 
+_JOBS = click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Read N traces at once in worker processes [default: one per core; 1: one by one].",
+)
+
 
 @click.command("summarize")
 @click.argument("trace", type=_TRACE)
@@ -55,11 +64,14 @@ def summarize_command(trace: Path, as_json: bool, top: int, html_path: Path | No
     is_flag=True,
     help="Count only GPU work launched before the last ProfilerStep (as HTA does).",
 )
-def breakdown_command(traces: tuple[Path, ...], as_json: bool, exclude_last_step: bool) -> None:
+@_JOBS
+def breakdown_command(
+    traces: tuple[Path, ...], as_json: bool, exclude_last_step: bool, jobs: int | None
+) -> None:
     """Temporal and kernel-type breakdown of GPU time, one TRACE per rank."""
     from ncompass.analysis.breakdown import breakdown
 
-    result = breakdown(traces, exclude_last_profiler_step=exclude_last_step)
+    result = breakdown(traces, exclude_last_profiler_step=exclude_last_step, jobs=jobs)
     if as_json:
         click.echo(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())
         return
@@ -147,11 +159,12 @@ def filter_command(
     metavar="OUT",
     help="Where to write the merged trace (.json or .json.gz).",
 )
-def merge_command(traces: tuple[Path, ...], output: Path) -> None:
+@_JOBS
+def merge_command(traces: tuple[Path, ...], output: Path, jobs: int | None) -> None:
     """Merge per-rank TRACES into one timeline, one process per rank."""
     from ncompass.traces.merge import merge_traces
 
-    written = merge_traces(traces, output)
+    written = merge_traces(traces, output, jobs=jobs)
     click.echo(f"wrote {written}", err=True)
 
 

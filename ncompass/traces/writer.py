@@ -64,6 +64,19 @@ class TraceWriter:
         self._stream.write(prefix + b",\n".join(encoded))
         self.events_written += len(encoded)
 
+    def write_encoded(self, chunks: Iterable[bytes], count: int) -> None:
+        """Append ``count`` events already encoded and joined by ``b",\\n"`` (from a worker).
+
+        The bytes are the same :meth:`write_many` would have written for those events.
+        """
+        if not count:
+            return
+        if self.events_written:
+            self._stream.write(b",\n")
+        for chunk in chunks:
+            self._stream.write(chunk)
+        self.events_written += count
+
     def close(self, trailer: Mapping[str, Any] | None = None) -> Path:
         """Finish the file and move it into place.
 

@@ -1,0 +1,132 @@
+"""Eight rank traces through ``ncompass breakdown``: ``--jobs 2`` against ``--jobs 1``.
+
+    python benchmarks/bench_trace_jobs.py [--size-mb 50] [--ranks 8] [--runs 3]
+
+The ranks are built under ``benchmarks/.data`` by ``benchmarks/traces/make_trace.py`` (gzip
+level 1) from HTA's ``ns_resolution_trace``, each with its own ``distributedInfo.rank``. Each
+run is the real command line in a fresh process, wall time from start to exit (worker start-up
+included); medians over ``--runs``, the two ways interleaved. The JSON printed must be the same.
+
+The machine may be shared: before each pair of runs, a fixed pure-Python loop is timed alone
+and as two processes at once. Their ratio is the best ``--jobs 2`` can do at that moment (0.5
+on two idle cores), printed beside the result so a miss can be told apart from a busy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / ".data"
+SOURCE = HERE.parent / "tests" / "data" / "traces" / "hta" / "ns_resolution_trace"
+GOAL = 0.6  # --jobs 2 wall time over --jobs 1's, at most
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--size-mb", type=float, default=50.0, help="JSON size of each rank")
+    parser.add_argument("--ranks", type=int, default=8, help="how many rank traces")
+    parser.add_argument("--runs", type=int, default=3, help="runs per way (median)")
+    options = parser.parse_args()
+    traces = [build_rank(rank, options.size_mb) for rank in range(options.ranks)]
+    total = sum(trace.stat().st_size for trace in traces) / 1e6
+    print(
+        f"{options.ranks} ranks of {options.size_mb:g} MB JSON ({total:.0f} MB gzip in all), "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} before"
+    )
+    times: dict[int, list[float]] = {1: [], 2: []}
+    outputs: dict[int, bytes] = {}
+    floors: list[float] = []
+    for _ in range(options.runs):
+        floors.append(two_process_floor())
+        for jobs in times:
+            seconds, outputs[jobs] = run_breakdown(traces, jobs)
+            times[jobs].append(seconds)
+    if outputs[1] != outputs[2]:
+        raise SystemExit("breakdown --jobs 2 printed other JSON than --jobs 1")
+    medians = {jobs: statistics.median(runs) for jobs, runs in times.items()}
+    print(f"{'way':<10} {'median s':>9}  runs")
+    for jobs, median in medians.items():
+        runs = " ".join(f"{seconds:.2f}" for seconds in times[jobs])
+        print(f"--jobs {jobs:<3} {median:>9.2f}  {runs}")
+    ratio = medians[2] / medians[1]
+    verdict = "met" if ratio <= GOAL else "MISSED"
+    print(f"--jobs 2 takes {ratio:.2f}x the time of --jobs 1 (goal <= {GOAL}x: {verdict})")
+    floor = statistics.median(floors)
+    print(f"two busy loops at once took {floor:.2f}x one alone (the best possible right now)")
+    print(f"load average {os.getloadavg()[0]:.2f} after; same JSON both ways")
+
+
+_LOOP = "n = 0\nfor i in range(20_000_000): n += i"
+
+
+def two_process_floor() -> float:
+    """Wall time of two CPU-bound processes at once over one alone: 0.5 on two free cores."""
+
+    def wall(processes: int) -> float:
+        started = time.perf_counter()
+        running = [subprocess.Popen([sys.executable, "-c", _LOOP]) for _ in range(processes)]
+        for process in running:
+            process.wait()
+        return time.perf_counter() - started
+
+    return wall(2) / 2 / wall(1)
+
+
+def build_rank(rank: int, size_mb: float) -> Path:
+    """The trace of one rank: the source, told it is ``rank``, repeated to ``size_mb``."""
+    path = DATA / f"jobs_{size_mb:g}mb_rank{rank}.json.gz"
+    if path.exists():
+        return path
+    DATA.mkdir(parents=True, exist_ok=True)
+    source = sorted(SOURCE.glob("*.json.gz"))[0]
+    document = orjson.loads(gzip.decompress(source.read_bytes()))
+    document["distributedInfo"] = {**document.get("distributedInfo", {}), "rank": rank}
+    seed = DATA / f"jobs_seed_rank{rank}.json.gz"
+    seed.write_bytes(gzip.compress(orjson.dumps(document), compresslevel=1))
+    partial = path.with_suffix(".partial")
+    print(f"building {path.name} (first run only)...", flush=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "traces" / "make_trace.py"),
+            str(seed),
+            str(partial),
+            "--size-mb",
+            str(size_mb),
+            "--level",
+            "1",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    seed.unlink()
+    partial.replace(path)
+    return path
+
+
+def run_breakdown(traces: list[Path], jobs: int) -> tuple[float, bytes]:
+    """Wall time of ``ncompass breakdown --json --jobs N`` on the traces, and what it printed."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "ncompass", "breakdown", "--json", "--jobs", str(jobs), *traces],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(HERE.parent)},
+    )
+    return time.perf_counter() - started, done.stdout
+
+
+if __name__ == "__main__":
+    main()

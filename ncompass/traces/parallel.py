@@ -1,0 +1,120 @@
+"""Read several trace files at once, one process per core, results back in input order.
+
+Commands that take one trace per rank map a function over the files with :func:`map_traces`.
+The function runs in ``spawn``-started worker processes (safe with threads, CUDA and macOS), so
+it must be a module-level function and should return a compact result (numbers, a small
+dataclass, a path), never the events themselves: moving those between processes would cost
+more than reading them. Results and errors come back in input order, so the first failing file
+raises the same error, with the same one-line message, as reading the files one by one would.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from ncompass.traces._progress import byte_progress
+
+Result = TypeVar("Result")
+
+
+def default_jobs() -> int:
+    """One job per core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS and Windows have no affinity masks
+        return max(1, os.cpu_count() or 1)
+
+
+def worker_count(jobs: int | None, files: int) -> int:
+    """How many processes :func:`map_traces` uses for ``files`` files (1: this process only)."""
+    return max(1, min(jobs if jobs is not None else default_jobs(), files))
+
+
+def map_traces(
+    read: Callable[[str | Path, int, bool | None], Result],
+    paths: Sequence[str | Path],
+    *,
+    jobs: int | None = None,
+    progress: bool | None = None,
+) -> Iterator[Result]:
+    """Yield ``read(path, position, progress)`` for each trace file, in order, ``jobs`` at once.
+
+    Args:
+        read: A module-level function (workers import it by name) of a file, its position on
+            the command line and whether it may show a progress bar of its own.
+        paths: The trace files, passed to ``read`` as given.
+        jobs: Worker processes; None for one per core, 1 to read in this process, one by one
+            (each file then shows its own bar, as a single read does).
+        progress: A bar on stderr (None: only on a terminal, for large inputs). With workers,
+            one bar over all the files' bytes; workers never show bars of their own.
+
+    Yields:
+        Each file's result, in the order of ``paths``.
+
+    Raises:
+        Whatever ``read`` raised for the first file (in order) that failed; the files after it
+        are not waited for.
+    """
+    workers = worker_count(jobs, len(paths))
+    if workers <= 1:
+        for position, path in enumerate(paths):
+            yield read(path, position, progress)
+        return
+    sizes = [_size(Path(path)) for path in paths]
+    compressed = any(str(path).endswith(".gz") for path in paths)
+    label = f"reading {len(paths)} traces on {workers} cores"
+    context = multiprocessing.get_context("spawn")
+    with (
+        byte_progress(label, sum(sizes), progress, compressed=compressed) as advance,
+        ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_leave_ctrl_c_to_the_parent
+        ) as pool,
+    ):
+        futures: list[Future[Result]] = [
+            pool.submit(read, path, position, False) for position, path in enumerate(paths)
+        ]
+        try:
+            for future, size in zip(futures, sizes, strict=True):
+                result = future.result()
+                advance(size)
+                yield result
+        except BaseException:
+            # An error, Ctrl-C or a consumer that stopped early: end the files in flight too.
+            _stop_workers(pool)
+            raise
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    # Waiting for the files in flight could take minutes on large traces. Python 3.14 can end
+    # them (terminate_workers); before it, the pool's own process table is the only handle,
+    # and shutdown() clears it, so it is read first.
+    terminate: Callable[[], None] | None = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    processes: dict[int, multiprocessing.Process] = getattr(pool, "_processes", None) or {}
+    running = list(processes.values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in running:
+        process.terminate()
+    for process in running:
+        process.join()
+
+
+def _leave_ctrl_c_to_the_parent() -> None:
+    # Ctrl-C reaches the whole process group: only the parent should stop (and say so once),
+    # not every worker with a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # the reader reports the missing file, with its usual message
