@@ -54,6 +54,7 @@ def render_html(summary: dict[str, Any], *, top: int = 20) -> str:
         f"<h1>{escape(title)}</h1>",
         f"<p>Rank {trace['rank']} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
         f"{trace['markers']} marker ranges · {trace['gpu_events']} GPU events</p>",
+        *_compile_phases(trace.get("compile_phases") or {}),
         "<h2>GPU time</h2>",
         _breakdown_chart(structured["breakdown"])
         if trace["gpu_events"]
@@ -205,3 +206,13 @@ def _number(value: Any) -> str:
 
 def _shorten(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _compile_phases(phases: dict[str, Any]) -> list[str]:
+    if not phases.get("ranges"):
+        return []
+    return [
+        f"<p>torch.compile compiled during the trace: {phases['ranges']} ranges of its own "
+        f"phases ({format_duration(phases['total_us'])} inside them), kept apart from the "
+        "markers as setup.</p>"
+    ]

@@ -34,6 +34,14 @@ def render_markdown(structured: dict[str, Any], *, top: int = 20) -> str:
         f"{trace['markers']} marker ranges · {trace['gpu_events']} GPU events"
     )
     lines.append("")
+    phases = trace.get("compile_phases") or {}
+    if phases.get("ranges"):
+        lines += [
+            f"torch.compile compiled during the trace: {phases['ranges']} ranges of its own "
+            f"phases ({format_duration(phases['total_us'])} inside them), kept apart from the "
+            "markers as setup.",
+            "",
+        ]
     focus = structured.get("focus") or {}
     if focus.get("target_module") or focus.get("feedback_text"):
         lines += _focus_section(focus, structured["markers"])

@@ -70,6 +70,11 @@ def summarize_trace(
             "markers": len(trace.markers),
             "launches": len(trace.launches),
             "event_counts": trace.event_counts,
+            # torch.compile's own phase ranges: compilation is setup, not a marker
+            "compile_phases": {
+                "ranges": sum(phase.calls for phase in trace.compile_phases.values()),
+                "total_us": sum(phase.total_us for phase in trace.compile_phases.values()),
+            },
         },
         "focus": _focus(feedback_context, list(markers)),
     }

@@ -84,6 +84,9 @@ class Answer:
         setup_ms: Time spent once (imports, model construction, compilation), set apart.
         confirmed: Whether the markers confirmed the discovery run's estimate (None: no estimate
             to confirm).
+        compiled_from: When the time is in code ``torch.compile`` compiled, the statement that
+            calls the compiled code (the answer is then the compiled source line whose kernels
+            hold the most time, ``measured_by`` is ``compiled kernels``).
     """
 
     file: str
@@ -103,6 +106,7 @@ class Answer:
     tied_with: list[Contender] = field(default_factory=list)
     setup_ms: dict[str, float] = field(default_factory=dict)
     confirmed: bool | None = None
+    compiled_from: Contender | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``answer`` of ``session run --json``)."""
@@ -124,6 +128,7 @@ class Answer:
             "tied_with": [c.to_dict() for c in self.tied_with],
             "setup_ms": {k: round(v, 3) for k, v in self.setup_ms.items()},
             "confirmed": self.confirmed,
+            "compiled_from": self.compiled_from.to_dict() if self.compiled_from else None,
         }
 
     @classmethod
@@ -145,11 +150,10 @@ class Answer:
             measured_by=str(data.get("measured_by", "markers")),
             ops=[WorkTime(**o) for o in data.get("ops") or []],
             kernels=[WorkTime(**k) for k in data.get("kernels") or []],
-            tied_with=[
-                Contender(**{**c, "lines": tuple(c["lines"])}) for c in data.get("tied_with") or []
-            ],
+            tied_with=[_contender(c) for c in data.get("tied_with") or []],
             setup_ms=dict(data.get("setup_ms") or {}),
             confirmed=data.get("confirmed"),
+            compiled_from=_contender(data["compiled_from"]) if data.get("compiled_from") else None,
         )
 
     def describe(self) -> str:
@@ -164,9 +168,15 @@ class Answer:
             f"{self.self_ms:.2f} ms {self.basis.upper()} ({100 * self.share:.0f}%), "
             f"{self.runs} run{'s' if self.runs != 1 else ''}, confidence {self.confidence}"
         )
+        if self.compiled_from is not None:
+            text += f"; compiled, called from {self.compiled_from.statement}"
         if self.repeats > 1:
             text += f" (spread ±{100 * self.spread:.1f} points over {self.repeats} repeats)"
         return text
+
+
+def _contender(data: dict[str, Any]) -> Contender:
+    return Contender(**{**data, "lines": tuple(data["lines"])})
 
 
 @dataclass

@@ -5,8 +5,11 @@ modules, third-party model code such as transformers); frames of torch, the stan
 ncompass are folded into the statement that called them, so ``self.c_fc(x)`` holds the time of
 the ``nn.Linear`` under it. Time spent once is set apart as *setup*: imports (frames of
 ``importlib``), model construction (``__init__``, ``from_pretrained``, weight initialisation) and
-``torch.compile``'s compilation (frames of ``torch._dynamo`` / ``torch._inductor``). Samples
-outside the script (the profiler starting and stopping) are left out.
+``torch.compile``'s compilation (frames of Dynamo's frame conversion and Inductor's compiler:
+running compiled code also passes through ``torch._dynamo`` and ``torch._inductor`` frames, and
+that is steady-state work). Code Inductor generated (its cache folder) folds into the statement
+that called it, like torch. Samples outside the script (the profiler starting and stopping) are
+left out.
 
 A function called from more than one statement is a *helper*: its time goes to the statement
 that called it, so a slow ``spin(SLOW)`` or ``self.c_fc(x)`` is named rather than the loop or the
@@ -20,8 +23,11 @@ estimate, which the markers of the next run replace with exact numbers.
 from __future__ import annotations
 
 import bisect
+import getpass
 import os
+import re
 import sysconfig
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from importlib.util import find_spec
@@ -34,6 +40,13 @@ from ncompass.spec.models import MODULE_LEVEL
 SETUP_KINDS = ("import", "model construction", "compilation")
 _CONSTRUCTION = frozenset(
     {"__init__", "from_pretrained", "post_init", "_init_weights", "init_weights"}
+)
+# Files whose frames are on the stack only while torch.compile compiles (not while compiled
+# code runs, which passes through eval_frame.py, output_code.py and the generated module).
+_COMPILER_FILES = (
+    "/torch/_dynamo/convert_frame.py",
+    "/torch/_inductor/compile_fx.py",
+    "/torch/_inductor/codecache.py",
 )
 _SYNTHETIC = ("<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 
@@ -51,7 +64,22 @@ def framework_dirs() -> tuple[str, ...]:
     stdlib = sysconfig.get_paths().get("stdlib")
     if stdlib:
         found.append(os.path.realpath(stdlib) + os.sep)
+    found.append(_inductor_cache_dir())
     return tuple(d for d in found if d)
+
+
+def _inductor_cache_dir() -> str:
+    """Where Inductor writes the code it generates (as torch computes it, without importing
+    torch)."""
+    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not folder:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+        user = re.sub(r'[\\/:*?"<>|]', "_", user)
+        folder = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
+    return os.path.realpath(folder) + os.sep
 
 
 @dataclass(frozen=True)
@@ -172,7 +200,7 @@ class _Classifier:
             if position and frame.qualname == MODULE_LEVEL:  # a module's top level: an import
                 return "import"
             file = self.real(frame.file)
-            if "/torch/_dynamo/" in file or "/torch/_inductor/" in file:
+            if file.endswith(_COMPILER_FILES):
                 return "compilation"
             if frame.qualname.rsplit(".", 1)[-1] in _CONSTRUCTION and not self.is_framework(frame):
                 return "model construction"

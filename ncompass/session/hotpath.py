@@ -74,13 +74,20 @@ def hot_statements(
     for line, time in profile.ranked()[:limit]:
         if profile.basis_us(time) <= 0:
             break
-        located = _statement_at(planner, line)
+        located = statement_at(planner, line)
+        path = profile.paths[line]
+        while located is None and len(path.frames) > 1:
+            # No statement at that line: the ``def`` line, where a call is entering the function
+            # or where a frame torch.compile compiled runs its graph; the calling statement
+            # holds that time.
+            path = HotPath(path.frames[:-1], path.weight_us)
+            line = path.leaf
+            located = statement_at(planner, line)
         if located is None:
             continue
         scope, statement = located
         identity = (line.file, scope.qualname, statement.start, statement.end)
         known = found.get(identity)
-        path = profile.paths[line]
         if known is None:
             text = planner.source_of(key_of(line))[0].line(statement.start).strip()
             found[identity] = HotStatement(
@@ -124,7 +131,7 @@ def plan_hot_paths(
     total = profile.total_us or 1.0
     for statement in chosen:
         for frame in statement.path.frames:
-            located = _statement_at(planner, frame)
+            located = statement_at(planner, frame)
             if located is None:
                 continue
             scope, on_path = located
@@ -213,7 +220,7 @@ def answer_from_samples(
     return answer
 
 
-def _statement_at(planner: MarkerPlanner, line: CodeLine) -> tuple[Scope, Statement] | None:
+def statement_at(planner: MarkerPlanner, line: CodeLine) -> tuple[Scope, Statement] | None:
     """The function (or module top level) of a frame and the statement its line is in."""
     try:
         _, index = planner.source_of(key_of(line))

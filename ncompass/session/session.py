@@ -31,6 +31,7 @@ from ncompass.importer.hook import (
 from ncompass.importer.registry import REGISTRY
 from ncompass.overwrite_guard import same_file
 from ncompass.session.answer import Answer
+from ncompass.session.compiled import into_compiled_code, load_sidecar
 from ncompass.session.findings import (
     discovery_answer,
     hot_path_proposal,
@@ -272,6 +273,10 @@ class ProfilingSession:
                 record, record.iteration, self._predicted, self._setup_ms, self.include_setup
             )
             self._predicted = []
+        if answer is not None:
+            answer = into_compiled_code(
+                answer, record.trace_path, load_sidecar(record.trace_path), planner
+            )
         record.answer = answer.to_dict() if answer is not None else None
         self._save()
 

@@ -37,6 +37,10 @@ NO_LINK = -1
 _GPU_SIDE_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync"})
 _CPU_OP_CATEGORY = "cpu_op"
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+# torch.compile times its own phases with ranges named "<phase>_data: compile_id=0/0" (or
+# "..._data: fn_name=..., compile_id=0/0"): its setup work, kept apart from the markers.
+_COMPILE_PHASE_TAG = "compile_id="
+_COMPILE_PHASE = re.compile(r"_data: (?:[^:]*, )?compile_id=\S+$")
 KERNEL_CLASSES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 """Kernel classes in the order of their codes in :attr:`GpuEvents.kernel_class`."""
 _KERNEL_CLASS_CODES = {kernel_class: code for code, kernel_class in enumerate(KERNEL_CLASSES)}
@@ -136,6 +140,8 @@ class LinkedTrace:
         launches: CPU launches (events with ``args.correlation``).
         gpu: GPU events.
         cpu_operators: Per-name totals of ``cpu_op`` events.
+        compile_phases: Per-name totals of the ranges ``torch.compile`` records for its own
+            phases (``dynamo_data: compile_id=0/0``, ...): setup work, not markers.
         origin_us: The timestamp every time in this object is relative to (the first event's
             ``ts``): subtracting it before adding durations keeps sub-microsecond precision
             that ``ts + dur`` at epoch magnitudes would round away.
@@ -152,6 +158,7 @@ class LinkedTrace:
     launches: LaunchCalls = field(default_factory=LaunchCalls)
     gpu: GpuEvents = field(default_factory=GpuEvents)
     cpu_operators: dict[str, OperatorTotals] = field(default_factory=dict)
+    compile_phases: dict[str, OperatorTotals] = field(default_factory=dict)
     origin_us: float = 0.0
     cpu_start: float = float("inf")
     cpu_end: float = float("-inf")
@@ -287,6 +294,13 @@ class _Collector:
         if end > trace.cpu_end:
             trace.cpu_end = end
         if category == MARKER_CATEGORY:
+            if _COMPILE_PHASE_TAG in name and _COMPILE_PHASE.search(name):
+                phase = trace.compile_phases.get(name)
+                if phase is None:
+                    phase = trace.compile_phases[self._intern(name)] = OperatorTotals()
+                phase.calls += 1
+                phase.total_us += duration
+                return
             trace.markers.append(Marker(self._intern(name), self._thread(event), start, duration))
             return
         if category == _CPU_OP_CATEGORY:

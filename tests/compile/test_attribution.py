@@ -386,3 +386,13 @@ def test_a_torch_without_provenance_tracking_is_named_in_a_note(
     note = provenance_note()
     assert note is not None and "provenance_tracking_level" in note
     assert "without their markers" in note
+
+
+def test_torch_compiles_own_phase_ranges_are_setup_not_markers(compiled_run: CompiledRun) -> None:
+    structured = json.loads(_summarize(str(compiled_run.trace), "--json"))["structured"]
+    names = [marker["name"] for marker in structured["markers"]]
+    assert not [name for name in names if "compile_id=" in name], names
+    phases = structured["trace"]["compile_phases"]
+    assert phases["ranges"] > 10 and phases["total_us"] > 0
+    markdown = _summarize(str(compiled_run.trace))
+    assert f"torch.compile compiled during the trace: {phases['ranges']} ranges" in markdown
