@@ -206,7 +206,7 @@ def decide(ranking: Ranking, runs: int, basis: str, measured_by: str) -> Answer 
     top = order[0]
     if totals[top] <= 0:
         return None
-    whole = sum(ranking.repeat_totals) or 1.0
+    whole = sum(ranking.repeat_totals[judged]) or 1.0  # shares are of the steady state
     top_times = ranking.per_repeat[top][judged]
     shares = [
         t / r if r else 0.0 for t, r in zip(top_times, ranking.repeat_totals[judged], strict=True)
@@ -237,7 +237,7 @@ def decide(ranking: Ranking, runs: int, basis: str, measured_by: str) -> Answer 
         statement=site["statement"],
         function=site["function"],
         self_ms=totals[top] / 1000,
-        share=totals[top] / whole,
+        share=steady[top] / whole,
         runs=runs,
         confidence=confidence,
         spread=spread,
@@ -251,7 +251,7 @@ def decide(ranking: Ranking, runs: int, basis: str, measured_by: str) -> Answer 
                 ranking.names[key]["statement"],
                 ranking.names[key]["function"],
                 totals[key] / 1000,
-                totals[key] / whole,
+                steady[key] / whole,
             )
             for key in tied
         ],

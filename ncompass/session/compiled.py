@@ -100,13 +100,14 @@ def into_compiled_code(
     """
     kernels = compiled_kernel_times(trace_path, sidecar)
     compiled_us = sum(kernel.us for kernel in kernels)
-    if not kernels or compiled_us < _COMPILED_SHARE * answer.self_ms * 1000:
+    if compiled_us <= 0 or compiled_us < _COMPILED_SHARE * answer.self_ms * 1000:
         return answer
     placed = [(kernel, _place(planner, kernel)) for kernel in kernels]
     found = [(kernel, place) for kernel, place in placed if place is not None]
     if not found:
         return answer
-    scale = answer.share / (answer.self_ms * 1000) if answer.self_ms > 0 else 0.0
+    # the call's steady-state share, divided between its kernels by their time
+    scale = answer.share / compiled_us
     (top, place), *rest = found
     answer.compiled_from = Contender(
         answer.file, answer.lines, answer.statement, answer.function, answer.self_ms, answer.share
