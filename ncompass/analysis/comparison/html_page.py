@@ -9,6 +9,7 @@ from typing import Any
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.comparison.markdown import describe_change
 from ncompass.analysis.markdown_report import format_duration
+from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT
 
 _CSS = " ".join(
     (
@@ -17,33 +18,14 @@ _CSS = " ".join(
         "h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}",
         "table{border-collapse:collapse;font-size:.85rem;width:100%}",
         "td,th{border-bottom:1px solid #eee;padding:.25rem .5rem;text-align:right}",
-        "th{cursor:pointer;user-select:none;background:#fafafa}",
-        "th:after{content:' ⇅';color:#bbb} td:first-child,th:first-child{text-align:left}",
+        SORTABLE_CSS,
+        "td:first-child,th:first-child{text-align:left}",
         "td:first-child{font-family:ui-monospace,monospace;word-break:break-all}",
         ".slower{color:#c42525;font-weight:600} .faster{color:#2a8a3e;font-weight:600}",
         ".same,.unknown{color:#666} .new,.vanished{color:#6a51a3;font-weight:600}",
         ".note{color:#555;font-size:.85rem}",
     )
 )
-# Click a header to sort by it; numbers sort by their data-sort value, text by its content.
-_SCRIPT = """
-document.querySelectorAll("table.sortable th").forEach(function (header, column) {
-  header.addEventListener("click", function () {
-    var table = header.closest("table"), body = table.tBodies[0];
-    var descending = header.dataset.order !== "desc";
-    header.dataset.order = descending ? "desc" : "asc";
-    var rows = Array.prototype.slice.call(body.rows);
-    rows.sort(function (a, b) {
-      var x = a.cells[column], y = b.cells[column];
-      var p = x.dataset.sort, q = y.dataset.sort, order;
-      if (p !== undefined && q !== undefined) { order = parseFloat(p) - parseFloat(q); }
-      else { order = x.textContent.localeCompare(y.textContent); }
-      return descending ? -order : order;
-    });
-    rows.forEach(function (row) { body.appendChild(row); });
-  });
-});
-"""
 _KINDS = (("markers", "Markers"), ("kernels", "GPU kernels"), ("cpu_ops", "CPU operators"))
 
 
@@ -87,7 +69,7 @@ def render_comparison_html(comparison: dict[str, Any], *, top: int = 50) -> str:
             names = distinct_short_names([row["name"] for row in rows])
             parts.append(f"<h2>{heading}</h2>")
             parts.append(_table(rows, names if key == "kernels" else None))
-    parts.append(f"<script>{_SCRIPT}</script></body></html>")
+    parts.append(f"<script>{SORTABLE_SCRIPT}</script></body></html>")
     return "\n".join(parts) + "\n"
 
 
