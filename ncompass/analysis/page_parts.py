@@ -11,6 +11,9 @@ SORTABLE_CSS = (
     "table.sortable th{cursor:pointer;user-select:none;background:#fafafa}"
     " table.sortable th:after{content:' ⇅';color:#bbb}"
 )
+TIMELINE_CSS = (
+    "svg text{font-family:system-ui,sans-serif;font-size:12px} .legend{color:#555;font-size:.85rem}"
+)
 # Click a header to sort by it; numbers sort by their data-sort value, text by its content.
 SORTABLE_SCRIPT = """
 document.querySelectorAll("table.sortable th").forEach(function (header, column) {

@@ -100,3 +100,18 @@ def test_names_are_escaped(tmp_path: Path) -> None:
     path = TraceBuilder().marker("<script>alert(1)</script>", 0, 10).write(tmp_path / "t.json")
     page = render_html(summarize_trace(path))
     assert "<script>alert" not in page and "&lt;script&gt;" in page
+
+
+def test_comparison_page_draws_both_sides_and_short_kernel_names() -> None:
+    rank0 = shared_trace("trace_filter").with_name("sampled_rank-0.json.gz")
+    comparison = compare([rank0], [rank0.with_name("sampled_rank-1.json.gz")])
+    assert [timeline["source"] for timeline in comparison.timelines] == ["gpu", "gpu"]
+    assert "timelines" not in comparison.to_dict()  # the --json shape is unchanged
+    page = comparison.to_html()
+    assert page.count('aria-label="Timeline of the run"') == 2
+    assert "<h2>Before: sampled_rank-0.json.gz</h2>" in page
+    [kernel] = [c for c in comparison.biggest_changes() if c.kind == "kernel"][:1]
+    item = re.search(r"<li>kernel <b title=\"([^\"]*)\">([^<]*)</b>", page)
+    assert item is not None
+    assert html.unescape(item.group(1)) == kernel.name  # the full name on hover
+    assert len(html.unescape(item.group(2))) <= 70 < len(kernel.name)

@@ -6,10 +6,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ncompass.analysis.comparison.kernel_names import distinct_short_names
+from ncompass.analysis.comparison.kernel_names import distinct_short_names, short_kernel_name
 from ncompass.analysis.comparison.markdown import describe_change
 from ncompass.analysis.markdown_report import format_duration
-from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT
+from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT, TIMELINE_CSS, timeline_svg
 
 _CSS = " ".join(
     (
@@ -19,6 +19,7 @@ _CSS = " ".join(
         "table{border-collapse:collapse;font-size:.85rem;width:100%}",
         "td,th{border-bottom:1px solid #eee;padding:.25rem .5rem;text-align:right}",
         SORTABLE_CSS,
+        TIMELINE_CSS,
         "td:first-child,th:first-child{text-align:left}",
         "td:first-child{font-family:ui-monospace,monospace;word-break:break-all}",
         ".slower{color:#c42525;font-weight:600} .faster{color:#2a8a3e;font-weight:600}",
@@ -29,12 +30,18 @@ _CSS = " ".join(
 _KINDS = (("markers", "Markers"), ("kernels", "GPU kernels"), ("cpu_ops", "CPU operators"))
 
 
-def render_comparison_html(comparison: dict[str, Any], *, top: int = 50) -> str:
+def render_comparison_html(
+    comparison: dict[str, Any],
+    *,
+    top: int = 50,
+    timelines: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
+) -> str:
     """Render ``Comparison.to_dict()`` as one HTML page.
 
     Args:
         comparison: The comparison's dict.
         top: Rows per table (the largest changes of time).
+        timelines: The busy timelines of the first trace of each side (none: no pictures).
 
     Returns:
         The page; it references nothing outside itself.
@@ -63,6 +70,12 @@ def render_comparison_html(comparison: dict[str, Any], *, top: int = 50) -> str:
         "the ratio of mean times (after / before); a change is real when its interval "
         "excludes 1. Times are per run. Click a column to sort.</p>"
     )
+    for side, timeline, paths in zip(
+        ("Before", "After"), timelines, (comparison["before"], comparison["after"]), strict=True
+    ):
+        if timeline.get("busy"):
+            parts.append(f"<h2>{side}: {escape(Path(paths[0]).name)}</h2>")
+            parts.append(timeline_svg(timeline))
     for key, heading in _KINDS:
         rows = comparison[key][:top]
         if rows:
@@ -75,8 +88,10 @@ def render_comparison_html(comparison: dict[str, Any], *, top: int = 50) -> str:
 
 def _item(change: dict[str, Any], *, kind: bool = False) -> str:
     label = f"{change['kind']} " if kind else ""
+    name = change["name"]
+    shown = short_kernel_name(name) if change["kind"] == "kernel" else name
     return (
-        f'<li>{escape(label)}<b title="{escape(change["name"])}">{escape(change["name"])}</b>: '
+        f'<li>{escape(label)}<b title="{escape(_full_name(change))}">{escape(shown)}</b>: '
         f'<span class="{escape(change["verdict"])}">{escape(describe_change(change))}</span></li>'
     )
 
