@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test lint typecheck layers unit bench clean
+.PHONY: setup demo test lint typecheck layers unit browser-test bench clean
 
 setup: $(VENV)/.installed
 
@@ -34,7 +34,12 @@ layers: setup
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 unit: setup
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 -q -m "not browser"
+
+# the HTML reports in headless Chromium (Debian: apt-get install -y chromium); screenshots in
+# traces/screenshots/
+browser-test: setup
+	$(PY) -m pytest -q -m browser tests/browser
 
 test: lint typecheck layers unit
 

@@ -6,7 +6,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.markdown_report import compiled_headline, format_duration
+from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT, timeline_svg
 
 _COLOURS = {
     "computation": "#2f7ed8",
@@ -30,8 +32,21 @@ _CSS = " ".join(
         ".legend span{display:inline-block;margin-right:1rem;font-size:.85rem}",
         ".swatch{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;",
         "vertical-align:middle} svg text{font-family:system-ui,sans-serif;font-size:12px}",
+        SORTABLE_CSS,
     )
 )
+
+
+class SummaryReport(dict[str, Any]):
+    """A summary (``{"markdown", "structured"}``, a dict as before) that Jupyter displays as
+    its HTML report."""
+
+    def to_html(self, *, top: int = 20) -> str:
+        """The summary as one self-contained HTML page (see :func:`render_html`)."""
+        return render_html(self, top=top)
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
 
 
 def render_html(summary: dict[str, Any], *, top: int = 20) -> str:
@@ -46,6 +61,8 @@ def render_html(summary: dict[str, Any], *, top: int = 20) -> str:
     """
     structured = summary["structured"]
     trace = structured["trace"]
+    has_gpu = bool(trace["gpu_events"])
+    operations = structured["operations"]
     title = f"Trace summary: {Path(trace['path']).name}"
     parts = [
         "<!DOCTYPE html>",
@@ -53,24 +70,47 @@ def render_html(summary: dict[str, Any], *, top: int = 20) -> str:
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f"<p>Rank {trace['rank']} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
-        f"{trace['markers']} marker ranges · {trace['gpu_events']} GPU events</p>",
+        f"{trace['markers']} marker ranges · "
+        + (f"{trace['gpu_events']} GPU events" if has_gpu else "CPU only (no GPU events)")
+        + "</p>",
         *_compile_phases(trace.get("compile_phases") or {}),
-        "<h2>GPU time</h2>",
-        _breakdown_chart(structured["breakdown"])
-        if trace["gpu_events"]
-        else "<p>No GPU events in this trace.</p>",
+        "<h2>Timeline</h2>",
+        timeline_svg(_timeline(structured)),
+        *(["<h2>GPU time</h2>", _breakdown_chart(structured["breakdown"])] if has_gpu else []),
         "<h2>Markers</h2>",
-        _marker_chart([op for op in structured["operations"] if op["kind"] == "marker"][:top]),
+        _marker_chart([op for op in operations if op["kind"] == "marker"][:top], has_gpu),
         *_compiled_code(structured["markers"], top),
         "<h2>Bottlenecks</h2>",
         _bottlenecks(structured["bottlenecks"]),
         "<h2>Recommendations</h2>",
         _list(structured["recommendations"]) or "<p>None.</p>",
-        "<h2>GPU kernels</h2>",
-        _kernel_table([op for op in structured["operations"] if op["kind"] == "kernel"][:top]),
-        "</body></html>",
+        *(
+            [
+                "<h2>GPU kernels</h2>",
+                _kernel_table([op for op in operations if op["kind"] == "kernel"][:top]),
+            ]
+            if has_gpu
+            else []
+        ),
+        "<h2>CPU operators</h2>",
+        _operator_table([op for op in operations if op["kind"] == "cpu_op"][:top]),
+        f"<script>{SORTABLE_SCRIPT}</script></body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _timeline(structured: dict[str, Any]) -> dict[str, Any]:
+    """The summary's timeline; a summary made before it had one reads its trace once more."""
+    timeline = structured.get("timeline")
+    if timeline is not None:
+        return dict(timeline)
+    path = Path(structured["trace"]["path"])
+    if not path.is_file():
+        return {}
+    from ncompass.analysis.timeline import busy_timeline
+    from ncompass.traces.link import link_trace
+
+    return busy_timeline(link_trace(path, progress=False))
 
 
 def _breakdown_chart(breakdown: dict[str, Any]) -> str:
@@ -106,20 +146,26 @@ def _breakdown_chart(breakdown: dict[str, Any]) -> str:
     )
 
 
-def _marker_chart(markers: list[dict[str, Any]]) -> str:
+def _marker_chart(markers: list[dict[str, Any]], has_gpu: bool) -> str:
     if not markers:
         return "<p>No markers in this trace.</p>"
-    label_width, bar_width, row = 330, 560, 34
+    label_width, bar_width = 330, 560
+    row = 34 if has_gpu else 20
+    bars = (
+        ((2, "cpu_total_us", "cpu"), (16, "gpu_total_us", "gpu"))
+        if has_gpu
+        else ((2, "cpu_total_us", "cpu"),)
+    )
     longest = max(max(m["cpu_total_us"], m["gpu_total_us"]) for m in markers) or 1.0
     rows = []
     for position, marker in enumerate(markers):
         y = position * row
-        name = _shorten(marker["name"], 48)
+        name = _shorten(marker["name"], 44)
         rows.append(
             f'<text x="{label_width - 8}" y="{y + 18}" text-anchor="end">'
             f"<title>{escape(marker['name'])}</title>{escape(name)}</text>"
         )
-        for offset, key, colour in ((2, "cpu_total_us", "cpu"), (16, "gpu_total_us", "gpu")):
+        for offset, key, colour in bars:
             value = marker[key]
             length = bar_width * value / longest
             rows.append(
@@ -132,9 +178,14 @@ def _marker_chart(markers: list[dict[str, Any]]) -> str:
     height = row * len(markers)
     legend = (
         f'<p class="legend"><span><i class="swatch" style="background:{_COLOURS["cpu"]}"></i>'
-        f'CPU time (inclusive)</span><span><i class="swatch" '
-        f'style="background:{_COLOURS["gpu"]}"></i>GPU time of the kernels launched inside'
-        "</span></p>"
+        "CPU time (inclusive)</span>"
+        + (
+            f'<span><i class="swatch" style="background:{_COLOURS["gpu"]}"></i>'
+            "GPU time of the kernels launched inside</span>"
+            if has_gpu
+            else ""
+        )
+        + "</p>"
     )
     return (
         f'<svg role="img" aria-label="Time per marker" viewBox="0 0 1000 {height}" '
@@ -151,13 +202,13 @@ def _compiled_code(markers: list[dict[str, Any]], top: int) -> list[str]:
         kernels = marker["compiled_kernels"]
         rows = "".join(
             f'<tr><td title="{escape(k["name"])}">{escape(_shorten(k["name"], 140))}</td>'
-            f"<td>{k['calls']}</td><td>{format_duration(k['total_us'])}</td></tr>"
+            f"{_count(k['calls'])}{_duration(k['total_us'])}</tr>"
             for k in kernels[:top]
         )
         items.append(
             f"<li><code>{escape(marker['name'])}</code>: {escape(compiled_headline(kernels))}"
-            f"<table><tr><th>Inductor kernel</th><th>calls</th><th>total</th></tr>{rows}"
-            "</table></li>"
+            f'<table class="sortable"><thead><tr><th>Inductor kernel</th><th>calls</th>'
+            f"<th>total</th></tr></thead><tbody>{rows}</tbody></table></li>"
         )
     return ["<h2>Compiled code</h2>", "<ul>" + "".join(items) + "</ul>"]
 
@@ -181,17 +232,45 @@ def _bottlenecks(bottlenecks: list[dict[str, Any]]) -> str:
 def _kernel_table(kernels: list[dict[str, Any]]) -> str:
     if not kernels:
         return "<p>No GPU events.</p>"
+    names = distinct_short_names([k["name"] for k in kernels])
     rows = "".join(
-        f'<tr><td title="{escape(k["name"])}">{escape(_shorten(k["name"], 140))}</td>'
-        f"<td>{escape(k['class'])}</td><td>{k['calls']}</td>"
-        f"<td>{format_duration(k['total_us'])}</td><td>{format_duration(k['mean_us'])}</td>"
-        f"<td>{k['share_of_gpu_time']:.1%}</td></tr>"
+        f'<tr><td title="{escape(k["name"])}">{escape(names[k["name"]])}</td>'
+        f"<td>{escape(k['class'])}</td>{_count(k['calls'])}{_duration(k['total_us'])}"
+        f"{_duration(k['mean_us'])}{_share(k['share_of_gpu_time'])}</tr>"
         for k in kernels
     )
     return (
-        "<table><tr><th>kernel</th><th>class</th><th>calls</th><th>total</th><th>mean</th>"
-        f"<th>GPU share</th></tr>{rows}</table>"
+        '<table class="sortable"><thead><tr><th>kernel</th><th>class</th><th>calls</th>'
+        f"<th>total</th><th>mean</th><th>GPU share</th></tr></thead><tbody>{rows}</tbody></table>"
     )
+
+
+def _operator_table(operators: list[dict[str, Any]]) -> str:
+    if not operators:
+        return "<p>No CPU operators in this trace.</p>"
+    rows = "".join(
+        f'<tr><td title="{escape(op["name"])}">{escape(_shorten(op["name"], 140))}</td>'
+        f"{_count(op['calls'])}{_duration(op['total_us'])}{_duration(op['mean_us'])}"
+        f"{_duration(op['max_us'])}{_share(op['share_of_cpu_time'])}</tr>"
+        for op in operators
+    )
+    return (
+        '<table class="sortable"><thead><tr><th>operator</th><th>calls</th><th>total</th>'
+        "<th>mean</th><th>max</th><th>share of CPU wall time</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _count(value: int) -> str:
+    return f'<td data-sort="{value}">{value}</td>'
+
+
+def _duration(value: float) -> str:
+    return f'<td data-sort="{value!r}">{format_duration(value)}</td>'
+
+
+def _share(value: float) -> str:
+    return f'<td data-sort="{value!r}">{value:.1%}</td>'
 
 
 def _list(items: list[str]) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.analysis.breakdown import rank_breakdown
+from ncompass.analysis.html_page import SummaryReport
 from ncompass.analysis.markdown_report import render_markdown
 from ncompass.analysis.markers import (
     MarkerStats,
@@ -16,6 +17,7 @@ from ncompass.analysis.markers import (
 )
 from ncompass.analysis.operations import build_operations, kernel_stats
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
+from ncompass.analysis.timeline import busy_timeline
 from ncompass.traces.link import link_trace
 
 
@@ -77,8 +79,9 @@ def summarize_trace(
             },
         },
         "focus": _focus(feedback_context, list(markers)),
+        "timeline": busy_timeline(trace),
     }
-    return {"markdown": render_markdown(structured, top=top), "structured": structured}
+    return SummaryReport(markdown=render_markdown(structured, top=top), structured=structured)
 
 
 def _focus(feedback_context: dict[str, Any] | None, marker_names: list[str]) -> dict[str, Any]:

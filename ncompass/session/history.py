@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# A marker's time changes "for real" only beyond this share and this many microseconds.
-_RELATIVE_CHANGE = 0.10
-_ABSOLUTE_CHANGE_US = 50.0
+from ncompass.analysis.comparison import Comparison, compare_samples
+from ncompass.analysis.comparison.result import UNKNOWN
+from ncompass.analysis.comparison.samples import SideSamples, read_side
+from ncompass.errors import NcompassError
 
 
 @dataclass
@@ -119,37 +120,121 @@ class IterationRecord:
 
 @dataclass(frozen=True)
 class MarkerChange:
-    """How one marker's time moved between two iterations."""
+    """How one marker's mean time per call moved between two iterations.
+
+    Attributes:
+        name: The marker.
+        before_us, after_us: Its mean time per call in each iteration.
+        verdict: ``faster``/``slower`` when the bootstrap interval of the ratio excludes 1,
+            ``same`` when it holds 1, ``unknown`` when a trace is gone or holds too few calls.
+        interval: The 95 % interval of ``after / before`` (None when unknown).
+    """
 
     name: str
     before_us: float
     after_us: float
+    verdict: str = UNKNOWN
+    interval: tuple[float, float] | None = None
 
     @property
     def ratio(self) -> float:
         """after / before (inf when it was free before)."""
         return self.after_us / self.before_us if self.before_us else float("inf")
 
-    @property
-    def verdict(self) -> str:
-        """ "faster", "slower" or "same"."""
-        delta = self.after_us - self.before_us
-        if abs(delta) < max(_ABSOLUTE_CHANGE_US, _RELATIVE_CHANGE * self.before_us):
-            return "same"
-        return "faster" if delta < 0 else "slower"
+    def to_dict(self) -> dict[str, Any]:
+        """The ``session history --json`` shape of one change."""
+        return {
+            "marker": self.name,
+            "before_us": self.before_us,
+            "after_us": self.after_us,
+            "verdict": self.verdict,
+            "interval": list(self.interval) if self.interval else None,
+        }
+
+
+def compare_iterations(before: IterationRecord, after: IterationRecord) -> Comparison | None:
+    """``ncompass.analysis.compare`` of two iterations' traces (None when one cannot be read)."""
+    sides = _TraceSides()
+    return sides.compare(before, after)
 
 
 def compare(before: IterationRecord, after: IterationRecord) -> list[MarkerChange]:
-    """Markers present in both iterations, by mean time per call, biggest change first."""
+    """Markers present in both iterations, by mean time per call, biggest change first.
+
+    The verdict and interval come from :func:`ncompass.analysis.compare` on the two traces
+    (per-call samples, bootstrap interval of the ratio); without both traces it is unknown.
+    """
+    return marker_changes(before, after, compare_iterations(before, after))
+
+
+def history_changes(records: list[IterationRecord]) -> list[list[MarkerChange]]:
+    """The changes of each iteration from the one before (none for the first); each trace is
+    read once."""
+    sides = _TraceSides()
+    result: list[list[MarkerChange]] = []
+    for index, record in enumerate(records):
+        if not index:
+            result.append([])
+            continue
+        previous = records[index - 1]
+        result.append(marker_changes(previous, record, sides.compare(previous, record)))
+    return result
+
+
+def marker_changes(
+    before: IterationRecord, after: IterationRecord, comparison: Comparison | None
+) -> list[MarkerChange]:
+    """The shared markers' changes, with the verdicts of ``comparison`` where it has them."""
+    tested = {change.name: change for change in comparison.markers} if comparison else {}
     changes: list[MarkerChange] = []
     for name, old in before.markers.items():
         new = after.markers.get(name)
         if new is None or not old.calls or not new.calls:
             continue
+        change = tested.get(name)
+        if change is None or change.before is None or change.after is None:
+            changes.append(
+                MarkerChange(name, old.cpu_total_us / old.calls, new.cpu_total_us / new.calls)
+            )
+            continue
+        interval = change.interval
         changes.append(
-            MarkerChange(name, old.cpu_total_us / old.calls, new.cpu_total_us / new.calls)
+            MarkerChange(
+                name,
+                change.before.mean_us,
+                change.after.mean_us,
+                change.verdict,
+                (interval.low, interval.high) if interval else None,
+            )
         )
     return sorted(changes, key=lambda change: -abs(change.after_us - change.before_us))
 
 
-__all__ = ["IterationRecord", "MarkerChange", "MarkerTime", "compare"]
+class _TraceSides:
+    """Each iteration's trace read once (None when it is gone or unreadable)."""
+
+    def __init__(self) -> None:
+        self._read: dict[str, SideSamples | None] = {}
+
+    def compare(self, before: IterationRecord, after: IterationRecord) -> Comparison | None:
+        old, new = self._side(before.trace_path), self._side(after.trace_path)
+        return compare_samples(old, new) if old is not None and new is not None else None
+
+    def _side(self, path: str) -> SideSamples | None:
+        if path not in self._read:
+            try:
+                self._read[path] = read_side([path], progress=False)
+            except NcompassError:
+                self._read[path] = None
+        return self._read[path]
+
+
+__all__ = [
+    "IterationRecord",
+    "MarkerChange",
+    "MarkerTime",
+    "compare",
+    "compare_iterations",
+    "history_changes",
+    "marker_changes",
+]

@@ -7,7 +7,7 @@ from typing import Any
 
 from ncompass.runtime.names import trace_safe_name
 from ncompass.session.answer import Answer
-from ncompass.session.history import IterationRecord, MarkerTime, compare
+from ncompass.session.history import IterationRecord, MarkerChange, MarkerTime, history_changes
 
 # a statement below this share of the self time is not worth naming as "the slowest"
 _MIN_STATEMENT_SHARE = 0.05
@@ -129,43 +129,39 @@ def answer_report(answer: Answer) -> str:
 
 
 def history_report(records: list[IterationRecord], top: int = 3) -> str:
-    """Every iteration with its hottest markers, and what got faster or slower since the last."""
+    """Every iteration with its hottest markers, and what got faster or slower since the last
+    (real changes only: the bootstrap interval of the ratio excludes 1)."""
     if not records:
         return "no iterations yet"
     lines: list[str] = []
-    previous: IterationRecord | None = None
-    for record in records:
+    for record, changes in zip(records, history_changes(records), strict=True):
         lines.append(iteration_report(record, top))
-        if previous is not None:
-            moved = [c for c in compare(previous, record) if c.verdict != "same"][:top]
-            for change in moved:
-                lines.append(
-                    f"  {change.verdict:>6}: {change.name} {_ms(change.before_us)} -> "
-                    f"{_ms(change.after_us)} per call ({change.ratio:.2f}x)"
-                )
-        previous = record
+        moved = [change for change in changes if change.verdict in ("faster", "slower")][:top]
+        lines.extend(_change_line(change) for change in moved)
     return "\n".join(lines)
+
+
+def _change_line(change: MarkerChange) -> str:
+    interval = (
+        f", 95% interval {change.interval[0]:.2f}-{change.interval[1]:.2f}"
+        if change.interval
+        else ""
+    )
+    return (
+        f"  {change.verdict:>6}: {change.name} {_ms(change.before_us)} -> "
+        f"{_ms(change.after_us)} per call ({change.ratio:.2f}x{interval})"
+    )
 
 
 def history_json(records: list[IterationRecord]) -> list[dict[str, Any]]:
     """The history as JSON: each iteration and its changes from the one before."""
     result: list[dict[str, Any]] = []
-    previous: IterationRecord | None = None
-    for record in records:
+    for index, (record, changes) in enumerate(zip(records, history_changes(records), strict=True)):
         entry = record.to_dict()
         entry.pop("manifest", None)
-        if previous is not None:
-            entry["changes"] = [
-                {
-                    "marker": change.name,
-                    "before_us": change.before_us,
-                    "after_us": change.after_us,
-                    "verdict": change.verdict,
-                }
-                for change in compare(previous, record)
-            ]
+        if index:
+            entry["changes"] = [change.to_dict() for change in changes]
         result.append(entry)
-        previous = record
     return result
 
 

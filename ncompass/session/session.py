@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from ncompass.analysis.comparison import Comparison
+from ncompass.analysis.comparison import compare as compare_traces
 from ncompass.analysis.providers import AnalysisProvider, MarkerRequest, make_provider
 from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.decorator import PROFILE_ENV
@@ -338,6 +340,30 @@ class ProfilingSession:
                     record.summary_path = str(entry)
             self._save()
         return summary
+
+    def compare(self, iteration_a: int, iteration_b: int) -> Comparison:
+        """Did it get faster? ``ncompass.analysis.compare`` of two iterations' traces.
+
+        Args:
+            iteration_a: The iteration before the change (its number, as in ``session history``).
+            iteration_b: The iteration after it.
+
+        Returns:
+            Per marker, CPU operator and kernel: the time before and after, the bootstrap
+            interval of the ratio and the verdict (``Comparison.to_markdown()``/``to_html()``).
+
+        Raises:
+            SessionError: No iteration has one of these numbers.
+            TraceError: An iteration's trace is gone or unreadable.
+        """
+        by_number = {record.iteration: record for record in self.iterations}
+        for number in (iteration_a, iteration_b):
+            if number not in by_number:
+                numbers = ", ".join(str(n) for n in by_number) or "none yet"
+                raise SessionError(f"no iteration {number} in this session (it has {numbers})")
+        return compare_traces(
+            [by_number[iteration_a].trace_path], [by_number[iteration_b].trace_path], progress=False
+        )
 
     def load_trace_summary(self, trace_name_filter: str | None = None) -> dict[str, Any] | None:
         """The newest cached summary whose trace name contains ``trace_name_filter``."""

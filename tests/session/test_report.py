@@ -80,26 +80,6 @@ def test_no_statement_line_when_the_hottest_is_a_statement(record: IterationReco
     assert "slowest statement" not in finding(record)
 
 
-def _iteration(number: int, **per_call_us: float) -> IterationRecord:
-    markers = {name: MarkerTime(4, 4 * us, 4 * us, 0.0) for name, us in per_call_us.items()}
-    return IterationRecord(number, number, None, f"i{number}.json", markers=markers)
-
-
-def test_history_shows_what_got_faster_or_slower_per_call() -> None:
-    from ncompass.session.report import history_json, history_report
-
-    before = _iteration(1, attn=10_000.0, mlp=2_000.0, norm=500.0, gone=1.0)
-    after = _iteration(2, attn=4_000.0, mlp=3_000.0, norm=520.0, new=9.0)
-    text = history_report([before, after])
-    assert "  faster: attn 10.00 ms -> 4.00 ms per call (0.40x)" in text
-    assert "  slower: mlp 2.00 ms -> 3.00 ms per call (1.50x)" in text
-    assert "norm 0.50 ms" not in text  # a 4 % change is noise, not news
-    [first, second] = history_json([before, after])
-    assert "changes" not in first
-    verdicts = {change["marker"]: change["verdict"] for change in second["changes"]}
-    assert verdicts == {"attn": "faster", "mlp": "slower", "norm": "same"}  # only shared markers
-
-
 def test_a_statement_with_a_negligible_share_is_not_named(record: IterationRecord) -> None:
     record.markers["tinyformer.model:Block.forward"] = MarkerTime(32, 90_000.0, 20_000.0, 0.0)
     assert "slowest statement" not in iteration_report(record)  # 430 µs of ~20.7 ms: 2 %

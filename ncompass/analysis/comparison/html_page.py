@@ -6,9 +6,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ncompass.analysis.comparison.kernel_names import distinct_short_names
+from ncompass.analysis.comparison.kernel_names import distinct_short_names, short_kernel_name
 from ncompass.analysis.comparison.markdown import describe_change
 from ncompass.analysis.markdown_report import format_duration
+from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT, TIMELINE_CSS, timeline_svg
 
 _CSS = " ".join(
     (
@@ -17,42 +18,30 @@ _CSS = " ".join(
         "h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}",
         "table{border-collapse:collapse;font-size:.85rem;width:100%}",
         "td,th{border-bottom:1px solid #eee;padding:.25rem .5rem;text-align:right}",
-        "th{cursor:pointer;user-select:none;background:#fafafa}",
-        "th:after{content:' ⇅';color:#bbb} td:first-child,th:first-child{text-align:left}",
+        SORTABLE_CSS,
+        TIMELINE_CSS,
+        "td:first-child,th:first-child{text-align:left}",
         "td:first-child{font-family:ui-monospace,monospace;word-break:break-all}",
         ".slower{color:#c42525;font-weight:600} .faster{color:#2a8a3e;font-weight:600}",
         ".same,.unknown{color:#666} .new,.vanished{color:#6a51a3;font-weight:600}",
         ".note{color:#555;font-size:.85rem}",
     )
 )
-# Click a header to sort by it; numbers sort by their data-sort value, text by its content.
-_SCRIPT = """
-document.querySelectorAll("table.sortable th").forEach(function (header, column) {
-  header.addEventListener("click", function () {
-    var table = header.closest("table"), body = table.tBodies[0];
-    var descending = header.dataset.order !== "desc";
-    header.dataset.order = descending ? "desc" : "asc";
-    var rows = Array.prototype.slice.call(body.rows);
-    rows.sort(function (a, b) {
-      var x = a.cells[column], y = b.cells[column];
-      var p = x.dataset.sort, q = y.dataset.sort, order;
-      if (p !== undefined && q !== undefined) { order = parseFloat(p) - parseFloat(q); }
-      else { order = x.textContent.localeCompare(y.textContent); }
-      return descending ? -order : order;
-    });
-    rows.forEach(function (row) { body.appendChild(row); });
-  });
-});
-"""
 _KINDS = (("markers", "Markers"), ("kernels", "GPU kernels"), ("cpu_ops", "CPU operators"))
 
 
-def render_comparison_html(comparison: dict[str, Any], *, top: int = 50) -> str:
+def render_comparison_html(
+    comparison: dict[str, Any],
+    *,
+    top: int = 50,
+    timelines: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
+) -> str:
     """Render ``Comparison.to_dict()`` as one HTML page.
 
     Args:
         comparison: The comparison's dict.
         top: Rows per table (the largest changes of time).
+        timelines: The busy timelines of the first trace of each side (none: no pictures).
 
     Returns:
         The page; it references nothing outside itself.
@@ -81,20 +70,28 @@ def render_comparison_html(comparison: dict[str, Any], *, top: int = 50) -> str:
         "the ratio of mean times (after / before); a change is real when its interval "
         "excludes 1. Times are per run. Click a column to sort.</p>"
     )
+    for side, timeline, paths in zip(
+        ("Before", "After"), timelines, (comparison["before"], comparison["after"]), strict=True
+    ):
+        if timeline.get("busy"):
+            parts.append(f"<h2>{side}: {escape(Path(paths[0]).name)}</h2>")
+            parts.append(timeline_svg(timeline))
     for key, heading in _KINDS:
         rows = comparison[key][:top]
         if rows:
             names = distinct_short_names([row["name"] for row in rows])
             parts.append(f"<h2>{heading}</h2>")
             parts.append(_table(rows, names if key == "kernels" else None))
-    parts.append(f"<script>{_SCRIPT}</script></body></html>")
+    parts.append(f"<script>{SORTABLE_SCRIPT}</script></body></html>")
     return "\n".join(parts) + "\n"
 
 
 def _item(change: dict[str, Any], *, kind: bool = False) -> str:
     label = f"{change['kind']} " if kind else ""
+    name = change["name"]
+    shown = short_kernel_name(name) if change["kind"] == "kernel" else name
     return (
-        f'<li>{escape(label)}<b title="{escape(change["name"])}">{escape(change["name"])}</b>: '
+        f'<li>{escape(label)}<b title="{escape(_full_name(change))}">{escape(shown)}</b>: '
         f'<span class="{escape(change["verdict"])}">{escape(describe_change(change))}</span></li>'
     )
 

@@ -57,6 +57,7 @@ def compare_samples(before: SideSamples, after: SideSamples) -> Comparison:
         markers=_by_name("marker", before.markers, after.markers, before.runs, after.runs),
         cpu_ops=_by_name("cpu_op", before.cpu_ops, after.cpu_ops, before.runs, after.runs),
         kernels=_kernels(before, after),
+        timelines=(before.timeline, after.timeline),
     )
 
 

@@ -123,6 +123,8 @@ class Comparison:
         overall: Whole-run measures: the step time (``ProfilerStep`` ranges, else the run's
             span), and the GPU busy time when there is GPU work.
         markers, cpu_ops, kernels: One change per name, the largest change of time first.
+        timelines: The busy timelines of each side's first trace, for the HTML page (not in
+            :meth:`to_dict`).
     """
 
     before_paths: tuple[str, ...]
@@ -131,6 +133,7 @@ class Comparison:
     markers: tuple[Change, ...] = field(default_factory=tuple)
     cpu_ops: tuple[Change, ...] = field(default_factory=tuple)
     kernels: tuple[Change, ...] = field(default_factory=tuple)
+    timelines: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
 
     @property
     def run_time(self) -> Change:
@@ -173,7 +176,7 @@ class Comparison:
 
     def to_html(self, *, top: int = 50) -> str:
         """One self-contained HTML page (sortable tables, no network at view time)."""
-        return render_comparison_html(self.to_dict(), top=top)
+        return render_comparison_html(self.to_dict(), top=top, timelines=self.timelines)
 
     def _repr_html_(self) -> str:
         return self.to_html()

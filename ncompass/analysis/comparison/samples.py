@@ -6,8 +6,10 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ncompass.analysis.intervals import total_length, union
+from ncompass.analysis.timeline import busy_timeline
 from ncompass.traces.link import NO_LINK, LinkedTrace, Marker, link_trace, marker_group
 
 STEP_MARKER = "ProfilerStep#*"
@@ -31,6 +33,8 @@ class SideSamples:
         gpu_busy: Per file, the union of the GPU events' intervals (0 without GPU events).
         step_gpu_busy: Per profiler step, the union of the intervals of the GPU events
             launched inside it (empty without steps).
+        timeline: The first file's busy timeline, for the HTML page (see
+            :func:`~ncompass.analysis.timeline.busy_timeline`).
     """
 
     paths: list[Path] = field(default_factory=list)
@@ -40,6 +44,7 @@ class SideSamples:
     spans: array[float] = field(default_factory=lambda: array("d"))
     gpu_busy: array[float] = field(default_factory=lambda: array("d"))
     step_gpu_busy: array[float] = field(default_factory=lambda: array("d"))
+    timeline: dict[str, Any] = field(default_factory=dict)
 
     @property
     def runs(self) -> int:
@@ -53,6 +58,8 @@ class SideSamples:
 
     def add(self, trace: LinkedTrace) -> None:
         """Append the samples of one linked trace."""
+        if not self.paths:
+            self.timeline = busy_timeline(trace)
         self.paths.append(trace.path)
         for marker in trace.markers:
             _column(self.markers, marker_group(marker.name)).append(marker.duration)
