@@ -102,7 +102,7 @@ def test_the_planted_statement_is_found_in_two_runs(
     assert answer["runs"] == 2 and len(document["iterations"]) == 2
     assert answer["measured_by"] == "markers" and answer["confirmed"] is True
     assert answer["share"] > 0.5
-    assert answer["confidence"] in ("high", "medium")
+    assert answer["confidence"] in ("high", "medium"), answer
     assert answer["repeats"] == 4  # the four model.forward(1) calls of the script
     discovery = document["iterations"][0]["discovery"]
     assert discovery["hottest"][0]["lines"] == [planted, planted]
