@@ -223,6 +223,8 @@ class _Collector:
         counts = self._counts
         complete = self._complete
         compact = link_event_type
+        trace = self.trace
+        operators = trace.cpu_operators
         for event in events:
             length: Any
             # The common cases inline: this loop runs once per event of the file.
@@ -231,10 +233,35 @@ class _Collector:
                 if phase == "X":
                     counts["X"] += 1
                     length = event.dur
+                    timestamp = event.ts
+                    # Most events are calls of an operator already seen: what _complete does
+                    # for them, without the call.
+                    if (
+                        event.cat == _CPU_OP_CATEGORY
+                        and (type(length) is float or type(length) is int)
+                        and (type(timestamp) is float or type(timestamp) is int)
+                        and self._origin is not None
+                        and type(name := event.name) is str
+                        and (totals := operators.get(name)) is not None
+                    ):
+                        start = timestamp - self._origin
+                        end = start + length
+                        if end > self._last_timestamp:
+                            self._last_timestamp = end
+                        if start < trace.cpu_start:
+                            trace.cpu_start = start
+                        if end > trace.cpu_end:
+                            trace.cpu_end = end
+                        totals.calls += 1
+                        totals.total_us += length
+                        totals.durations.append(length)
+                        if length > totals.max_us:
+                            totals.max_us = length
+                        continue
                     if type(length) is not float and type(length) is not int:
                         length = microseconds(length)
                     args = event.args
-                    complete(event.ts, event.cat, event.name, event.pid, event.tid, args, length)
+                    complete(timestamp, event.cat, event.name, event.pid, event.tid, args, length)
                     continue
                 if phase not in _PAIRED_OR_METADATA_PHASES:
                     counts[phase if isinstance(phase, str) else "?"] += 1
