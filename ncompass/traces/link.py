@@ -37,6 +37,8 @@ NO_LINK = -1
 # Categories of X events on the GPU side that are not GPU events by the contract and never launches.
 _GPU_SIDE_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync"})
 _CPU_OP_CATEGORY = "cpu_op"
+# Categories (as profilers spell them) of most CPU-side events, folded in without a call.
+_INLINE_CATEGORIES = frozenset({_CPU_OP_CATEGORY, "cuda_runtime", "cuda_driver"})
 # Phases whose events are read beyond being counted (every other non-X event only counts).
 _PAIRED_OR_METADATA_PHASES = frozenset({"B", "E", "M"})
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
@@ -225,6 +227,7 @@ class _Collector:
         compact = link_event_type
         trace = self.trace
         operators = trace.cpu_operators
+        launches = trace.launches
         for event in events:
             length: Any
             # The common cases inline: this loop runs once per event of the file.
@@ -234,15 +237,16 @@ class _Collector:
                     counts["X"] += 1
                     length = event.dur
                     timestamp = event.ts
-                    # Most events are calls of an operator already seen: what _complete does
-                    # for them, without the call.
+                    category = event.cat
+                    # Most events are operator calls and runtime calls on CPU threads: what
+                    # _complete does for them, without the call.
                     if (
-                        event.cat == _CPU_OP_CATEGORY
+                        type(category) is str
+                        and category in _INLINE_CATEGORIES
                         and (type(length) is float or type(length) is int)
                         and (type(timestamp) is float or type(timestamp) is int)
                         and self._origin is not None
                         and type(name := event.name) is str
-                        and (totals := operators.get(name)) is not None
                     ):
                         start = timestamp - self._origin
                         end = start + length
@@ -252,16 +256,29 @@ class _Collector:
                             trace.cpu_start = start
                         if end > trace.cpu_end:
                             trace.cpu_end = end
-                        totals.calls += 1
-                        totals.total_us += length
-                        totals.durations.append(length)
-                        if length > totals.max_us:
-                            totals.max_us = length
+                        if category == _CPU_OP_CATEGORY:
+                            totals = operators.get(name)
+                            if totals is None:
+                                totals = operators[self._intern(name)] = OperatorTotals()
+                            totals.calls += 1
+                            totals.total_us += length
+                            totals.durations.append(length)
+                            if length > totals.max_us:
+                                totals.max_us = length
+                            continue
+                        args = event.args
+                        correlation = args.correlation if args is not None else None
+                        if type(correlation) is int:
+                            launches.name.append(self._name_id(name))
+                            launches.thread.append(self._thread_of((event.pid, event.tid)))
+                            launches.start.append(start)
+                            launches.duration.append(length)
+                            launches.correlation.append(correlation)
                         continue
                     if type(length) is not float and type(length) is not int:
                         length = microseconds(length)
                     args = event.args
-                    complete(timestamp, event.cat, event.name, event.pid, event.tid, args, length)
+                    complete(timestamp, category, event.name, event.pid, event.tid, args, length)
                     continue
                 if phase not in _PAIRED_OR_METADATA_PHASES:
                     counts[phase if isinstance(phase, str) else "?"] += 1

@@ -70,7 +70,7 @@ def linked_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, 
 
 def awkward_trace(path: Path) -> Path:
     """Begin/end pairs with args on the end, overlap tracks, quoted numbers, odd types."""
-    builder = TraceBuilder().marker("outer", 0, 100)
+    builder = TraceBuilder().marker("outer", 0, 100).cpu_op("op", 1, 2).cpu_op("op", 3, 1)
     builder.add(ph="B", cat="user_annotation", name="paired", pid=CPU_PID, tid=1, ts=10)
     correlation = builder.runtime("cudaLaunchKernel", 12, 2)
     builder.gpu("kernel_a", 30, 5, correlation=correlation)
@@ -102,10 +102,10 @@ def test_awkward_events_link_identically_with_and_without_structs(
     path = awkward_trace(tmp_path / "awkward.json")
     events = [event for batch in reader.TraceReader(path).link_batches() for event in batch]
     # all but the last event, which the exact tokenizer cuts (nothing follows it to guess by)
-    assert [type(event) for event in events[:-1]] == [_decode.link_event_type] * 12
+    assert [type(event) for event in events[:-1]] == [_decode.link_event_type] * 14
     fast, plain = linked_both_ways(path, monkeypatch)
     assert fast == plain
-    assert plain["event_counts"] == {"X": 7, "B": 2, "E": 1, "M": 1, "i": 1, "f": 1}
+    assert plain["event_counts"] == {"X": 9, "B": 2, "E": 1, "M": 1, "i": 1, "f": 1}
 
 
 def test_batches_the_structs_cannot_hold_fall_back_to_dicts(
@@ -149,5 +149,5 @@ def test_without_msgspec_traces_still_link(tmp_path: Path) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO
     )
     assert done.stdout.strip() == str(
-        sorted({"X": 7, "B": 2, "E": 1, "M": 1, "i": 1, "f": 1}.items())
+        sorted({"X": 9, "B": 2, "E": 1, "M": 1, "i": 1, "f": 1}.items())
     )
