@@ -228,6 +228,7 @@ class _Collector:
         trace = self.trace
         operators = trace.cpu_operators
         launches = trace.launches
+        origin = self._origin
         for event in events:
             length: Any
             # The common cases inline: this loop runs once per event of the file.
@@ -245,10 +246,10 @@ class _Collector:
                         and category in _INLINE_CATEGORIES
                         and (type(length) is float or type(length) is int)
                         and (type(timestamp) is float or type(timestamp) is int)
-                        and self._origin is not None
+                        and origin is not None
                         and type(name := event.name) is str
                     ):
-                        start = timestamp - self._origin
+                        start = timestamp - origin
                         end = start + length
                         if end > self._last_timestamp:
                             self._last_timestamp = end
@@ -279,6 +280,7 @@ class _Collector:
                         length = microseconds(length)
                     args = event.args
                     complete(timestamp, category, event.name, event.pid, event.tid, args, length)
+                    origin = self._origin
                     continue
                 if phase not in _PAIRED_OR_METADATA_PHASES:
                     counts[phase if isinstance(phase, str) else "?"] += 1
@@ -297,6 +299,7 @@ class _Collector:
                 self._close_range(event)
             elif phase == "M":
                 self._metadata_event(event)
+            origin = self._origin
 
     def finish(self) -> LinkedTrace:
         # Ranges never closed run to the end of the trace, as trace viewers draw them.
