@@ -96,6 +96,14 @@ def test_shared_traces_link_identically_with_and_without_structs(
     assert fast == plain
 
 
+def test_a_real_torch_trace_links_identically_with_and_without_structs(
+    torch_trace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast, plain = linked_both_ways(torch_trace, monkeypatch)
+    assert fast == plain
+    assert plain["markers"] and plain["cpu_operators"]
+
+
 def test_awkward_events_link_identically_with_and_without_structs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
