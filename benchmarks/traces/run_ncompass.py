@@ -10,6 +10,8 @@ import time
 
 def main() -> None:
     path, exclude_last_step = sys.argv[1], sys.argv[2] == "exclude-last-step"
+    if "without-msgspec" in sys.argv[3:]:
+        sys.modules["msgspec"] = None  # type: ignore[assignment]  # as if not installed
     started = time.perf_counter()
     from ncompass.analysis import breakdown
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ncompass.traces._decode import as_event, link_event_type
 from ncompass.traces.events import (
     GPU_CATEGORIES,
     MARKER_CATEGORY,
@@ -36,6 +37,10 @@ NO_LINK = -1
 # Categories of X events on the GPU side that are not GPU events by the contract and never launches.
 _GPU_SIDE_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync"})
 _CPU_OP_CATEGORY = "cpu_op"
+# Categories (as profilers spell them) of most CPU-side events, folded in without a call.
+_INLINE_CATEGORIES = frozenset({_CPU_OP_CATEGORY, "cuda_runtime", "cuda_driver"})
+# Phases whose events are read beyond being counted (every other non-X event only counts).
+_PAIRED_OR_METADATA_PHASES = frozenset({"B", "E", "M"})
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 # torch.compile times its own phases with ranges named "<phase>_data: compile_id=0/0" (or
 # "..._data: fn_name=..., compile_id=0/0"): its setup work, kept apart from the markers.
@@ -192,7 +197,7 @@ def link_trace(path: str | Path, *, progress: bool | None = None) -> LinkedTrace
     """
     reader = TraceReader(path, progress=progress)
     collector = _Collector(LinkedTrace(Path(path)))
-    for batch in reader.batches():
+    for batch in reader.link_batches():
         collector.add(batch)
     trace = collector.finish()
     trace.metadata = reader.metadata
@@ -215,31 +220,93 @@ class _Collector:
         self._origin: float | None = None
         self._overlap_of: dict[tuple[Any, Any], tuple[Any, Any]] = {}
 
-    def add(self, events: Iterable[Event]) -> None:
+    def add(self, events: Iterable[Any]) -> None:
+        """Fold in events: dicts, or the compact structs of :meth:`TraceReader.link_batches`."""
         counts = self._counts
         complete = self._complete
+        compact = link_event_type
+        trace = self.trace
+        operators = trace.cpu_operators
+        launches = trace.launches
+        origin = self._origin
         for event in events:
+            length: Any
+            # The common cases inline: this loop runs once per event of the file.
+            if type(event) is compact:
+                phase = event.ph
+                if phase == "X":
+                    counts["X"] += 1
+                    length = event.dur
+                    timestamp = event.ts
+                    category = event.cat
+                    # Most events are operator calls and runtime calls on CPU threads: what
+                    # _complete does for them, without the call.
+                    if (
+                        type(category) is str
+                        and category in _INLINE_CATEGORIES
+                        and (type(length) is float or type(length) is int)
+                        and (type(timestamp) is float or type(timestamp) is int)
+                        and origin is not None
+                        and type(name := event.name) is str
+                    ):
+                        start = timestamp - origin
+                        end = start + length
+                        if end > self._last_timestamp:
+                            self._last_timestamp = end
+                        if start < trace.cpu_start:
+                            trace.cpu_start = start
+                        if end > trace.cpu_end:
+                            trace.cpu_end = end
+                        if category == _CPU_OP_CATEGORY:
+                            totals = operators.get(name)
+                            if totals is None:
+                                totals = operators[self._intern(name)] = OperatorTotals()
+                            totals.calls += 1
+                            totals.total_us += length
+                            totals.durations.append(length)
+                            if length > totals.max_us:
+                                totals.max_us = length
+                            continue
+                        args = event.args
+                        correlation = args.correlation if args is not None else None
+                        if type(correlation) is int:
+                            launches.name.append(self._name_id(name))
+                            launches.thread.append(self._thread_of((event.pid, event.tid)))
+                            launches.start.append(start)
+                            launches.duration.append(length)
+                            launches.correlation.append(correlation)
+                        continue
+                    if type(length) is not float and type(length) is not int:
+                        length = microseconds(length)
+                    args = event.args
+                    complete(timestamp, category, event.name, event.pid, event.tid, args, length)
+                    origin = self._origin
+                    continue
+                if phase not in _PAIRED_OR_METADATA_PHASES:
+                    counts[phase if isinstance(phase, str) else "?"] += 1
+                    continue
+                event = as_event(event)
             phase = event.get("ph")
             counts[phase if isinstance(phase, str) else "?"] += 1
             if phase == "X":
-                length: Any = event.get("dur")
-                # The common case inline: this loop runs once per event of the file.
+                length = event.get("dur")
                 if type(length) is not float and type(length) is not int:
                     length = microseconds(length)
-                complete(event, length)
+                self._complete_event(event, length)
             elif phase == "B":
                 self._open_ranges[(event.get("pid"), event.get("tid"))].append(event)
             elif phase == "E":
                 self._close_range(event)
             elif phase == "M":
                 self._metadata_event(event)
+            origin = self._origin
 
     def finish(self) -> LinkedTrace:
         # Ranges never closed run to the end of the trace, as trace viewers draw them.
         for stack in self._open_ranges.values():
             for event in stack:
                 start = self._relative(event.get("ts"))
-                self._complete(event, max(0.0, self._last_timestamp - start))
+                self._complete_event(event, max(0.0, self._last_timestamp - start))
         self.trace.event_counts = {str(phase): count for phase, count in self._counts.items()}
         self._fold_overlap_tracks()
         return self.trace
@@ -268,11 +335,32 @@ class _Collector:
         end_args = end_event.get("args")
         if isinstance(end_args, dict) and end_args:
             begin = {**begin, "args": {**(begin.get("args") or {}), **end_args}}
-        self._complete(begin, self._relative(end_event.get("ts")) - start)
+        self._complete_event(begin, self._relative(end_event.get("ts")) - start)
 
-    def _complete(self, event: Event, duration: float) -> None:
+    def _complete_event(self, event: Event, duration: float) -> None:
+        args = event.get("args")
+        self._complete(
+            event.get("ts"),
+            event.get("cat"),
+            event.get("name"),
+            event.get("pid"),
+            event.get("tid"),
+            args if isinstance(args, dict) else None,
+            duration,
+        )
+
+    def _complete(
+        self,
+        timestamp: Any,
+        category: Any,
+        name: Any,
+        pid: Any,
+        tid: Any,
+        args: Any,
+        duration: float,
+    ) -> None:
+        """Fold in one complete range; ``args`` is a dict, a ``LinkArgs`` struct or None."""
         trace = self.trace
-        timestamp = event.get("ts")
         if (type(timestamp) is float or type(timestamp) is int) and self._origin is not None:
             start = timestamp - self._origin
         else:
@@ -280,12 +368,10 @@ class _Collector:
         end = start + duration
         if end > self._last_timestamp:
             self._last_timestamp = end
-        category = event.get("cat")
         category = category.lower() if isinstance(category, str) else ""
-        name = event.get("name")
         name = name if isinstance(name, str) else str(name)
         if category in GPU_CATEGORIES:
-            self._gpu_event(event, name, start, duration)
+            self._gpu_event(args, name, self._thread_of((pid, tid)), start, duration)
             return
         if category in _GPU_SIDE_CATEGORIES:
             return
@@ -301,7 +387,8 @@ class _Collector:
                 phase.calls += 1
                 phase.total_us += duration
                 return
-            trace.markers.append(Marker(self._intern(name), self._thread(event), start, duration))
+            thread = self._thread_of((pid, tid))
+            trace.markers.append(Marker(self._intern(name), thread, start, duration))
             return
         if category == _CPU_OP_CATEGORY:
             totals = trace.cpu_operators.get(name)
@@ -313,12 +400,11 @@ class _Collector:
             if duration > totals.max_us:
                 totals.max_us = duration
             return
-        args = event.get("args")
-        correlation = args.get("correlation") if isinstance(args, dict) else None
+        correlation = args.get("correlation") if args is not None else None
         if isinstance(correlation, int) and not isinstance(correlation, bool):
             launches = trace.launches
             launches.name.append(self._name_id(name))
-            launches.thread.append(self._thread(event))
+            launches.thread.append(self._thread_of((pid, tid)))
             launches.start.append(start)
             launches.duration.append(duration)
             launches.correlation.append(correlation)
@@ -329,13 +415,11 @@ class _Collector:
             self._origin = self.trace.origin_us = value
         return value - self._origin
 
-    def _gpu_event(self, event: Event, name: str, start: float, duration: float) -> None:
+    def _gpu_event(self, args: Any, name: str, stream: int, start: float, duration: float) -> None:
         gpu = self.trace.gpu
         name_id = self._name_id(name)
-        args = event.get("args")
-        args = args if isinstance(args, dict) else {}
-        correlation = args.get("correlation")
-        size = args.get("bytes")
+        correlation = args.get("correlation") if args is not None else None
+        size = args.get("bytes") if args is not None else None
         gpu.name.append(name_id)
         kernel_class = self._class_of_name.get(name_id)
         if kernel_class is None:
@@ -343,7 +427,7 @@ class _Collector:
                 classify_gpu_event(name)
             ]
         gpu.kernel_class.append(kernel_class)
-        gpu.stream.append(self._thread(event))
+        gpu.stream.append(stream)
         gpu.start.append(start)
         gpu.duration.append(duration)
         gpu.correlation.append(
@@ -373,9 +457,6 @@ class _Collector:
             index = self._name_index[name] = len(self.trace.names)
             self.trace.names.append(name)
         return index
-
-    def _thread(self, event: Event) -> int:
-        return self._thread_of((event.get("pid"), event.get("tid")))
 
     def _thread_of(self, key: tuple[Any, Any]) -> int:
         index = self._thread_index.get(key)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.errors import TraceError
+from ncompass.traces._decode import decode_link_events
 from ncompass.traces._progress import byte_progress
 from ncompass.traces._scanner import EventScanner, ScanError
 from ncompass.traces.events import Event
@@ -71,8 +72,16 @@ class TraceReader:
 
     def batches(self) -> Iterator[list[Event]]:
         """Yield the events in lists, in file order, as the text is decoded."""
+        return self._batches(EventScanner())
+
+    def link_batches(self) -> Iterator[list[Any]]:
+        """Like :meth:`batches`, but most events come as compact ``LinkEvent`` structs holding
+        only the keys trace linking reads (dicts where the fast decoder cannot read a batch, and
+        everywhere when ``msgspec`` is not installed)."""
+        return self._batches(EventScanner(decode_link_events))
+
+    def _batches(self, scanner: EventScanner) -> Iterator[list[Any]]:
         size = _size_of(self.path)
-        scanner = EventScanner()
         self.metadata = scanner.metadata
         with open(self.path, "rb") as handle:
             compressed = handle.read(2) == _GZIP_MAGIC
