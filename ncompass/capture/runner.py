@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from ncompass import environment_variables
 from ncompass.capture.backends import make_profiler
 from ncompass.capture.backends.nvtx import INJECTION_ENV as NVTX_INJECTION_ENV
 from ncompass.capture.backends.torch import TorchProfiler
@@ -52,7 +53,7 @@ from ncompass.runtime.cuda_graphs import forget_captured_markers, graph_captured
 from ncompass.spec.merge import merge_specs
 from ncompass.spec.models import RewriteConfig, TargetSpec
 
-RUNNER_ENV = "NCOMPASS_RUNNER"
+RUNNER_ENV = environment_variables.NCOMPASS_RUNNER
 
 
 @dataclass

@@ -20,7 +20,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ncompass.errors import SpecError
+from ncompass import environment_variables
+from ncompass.errors import NcompassWarning, SpecError
 from ncompass.importer.contexts import check_contexts
 from ncompass.importer.inplace import apply_in_place, restore_in_place
 from ncompass.importer.loader import RewritingLoader
@@ -28,12 +29,12 @@ from ncompass.importer.registry import REGISTRY
 from ncompass.importer.targets import TargetTable
 from ncompass.spec.models import RewriteConfig
 
-CONFIG_ENV = "NCOMPASS_CONFIG"
+CONFIG_ENV = environment_variables.NCOMPASS_CONFIG
 
 _LOCK = threading.RLock()
 
 
-class NotRewrittenWarning(UserWarning):
+class NotRewrittenWarning(NcompassWarning):
     """A target module is not Python source (an extension or a zip) and cannot be rewritten."""
 
 
@@ -164,7 +165,10 @@ def enable_full_trace_mode() -> None:
     with _LOCK:
         current = active_config() or RewriteConfig()
         enable_rewrites(current.model_copy(update={"full_trace_mode": True}))
-        if _full_trace_handle is not None or os.environ.get("NCOMPASS_RUNNER") == "1":
+        if (
+            _full_trace_handle is not None
+            or os.environ.get(environment_variables.NCOMPASS_RUNNER) == "1"
+        ):
             return  # the runner wraps the entry point itself
         enter, leave = bind(current.context, FULL_TRACE_MARKER, async_safe=True)
         _full_trace_handle = enter()
