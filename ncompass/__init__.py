@@ -6,14 +6,15 @@ cheap and never imports torch, libcst or the trace reader.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ncompass._lazy import lazy_exports
 from ncompass._version import __version__
 from ncompass.errors import (
     CaptureError,
     ContextError,
     NcompassError,
+    NcompassWarning,
     RewriteError,
     SpecError,
     TraceError,
@@ -50,17 +51,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'ncompass' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [
@@ -71,6 +62,7 @@ __all__ = [
     "GpuSample",
     "GpuSummary",
     "NcompassError",
+    "NcompassWarning",
     "ProfiledResult",
     "ProfilingSession",
     "RewriteConfig",

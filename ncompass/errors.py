@@ -1,4 +1,4 @@
-"""The one exception hierarchy of ncompass.
+"""The one exception (and warning) hierarchy of ncompass.
 
 Every error a user can cause (a wrong spec, a missing file, a corrupt trace, a service that is
 down) is an :class:`NcompassError` whose message names the file (and line) and says what to do.
@@ -52,10 +52,15 @@ class TraceError(NcompassError):
     """A trace file is missing, truncated, corrupt or not a Chrome/Kineto trace."""
 
 
+class NcompassWarning(UserWarning):
+    """Base class of every warning ncompass issues: filter them all with this one class."""
+
+
 __all__ = [
     "CaptureError",
     "ContextError",
     "NcompassError",
+    "NcompassWarning",
     "RewriteError",
     "SpecError",
     "TraceError",

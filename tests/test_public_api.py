@@ -15,6 +15,7 @@ PUBLIC = [
     "GpuSample",
     "GpuSummary",
     "NcompassError",
+    "NcompassWarning",
     "ProfiledResult",
     "ProfilingSession",
     "RewriteConfig",
@@ -64,3 +65,107 @@ def test_importing_ncompass_stays_light() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+PACKAGES_WITH_SURFACE = [
+    "ncompass.analysis",
+    "ncompass.capture",
+    "ncompass.importer",
+    "ncompass.kernels",
+    "ncompass.kernels.jit",
+    "ncompass.remote",
+    "ncompass.rewrite",
+    "ncompass.runtime",
+    "ncompass.service",
+    "ncompass.session",
+    "ncompass.spec",
+    "ncompass.traces",
+]
+
+
+def test_every_package_declares_its_surface() -> None:
+    import pathlib
+
+    root = pathlib.Path(ncompass.__file__).parent
+    missing = [
+        str(init.relative_to(root.parent))
+        for init in sorted(root.rglob("__init__.py"))
+        if "__all__" not in init.read_text()
+    ]
+    assert missing == []
+
+
+def test_lazy_surfaces_resolve_every_name() -> None:
+    code = (
+        "import importlib, sys\n"
+        f"for name in {PACKAGES_WITH_SURFACE!r}:\n"
+        "    package = importlib.import_module(name)\n"
+        "    if name == 'ncompass.kernels.jit':\n"
+        "        continue  # its modules import triton\n"
+        "    for public in package.__all__:\n"
+        "        assert getattr(package, public) is not None, (name, public)\n"
+        "        assert public in dir(package), (name, public)\n"
+        "print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_lazy_exports_cache_and_refuse_unknown_names() -> None:
+    import pytest
+
+    from ncompass._lazy import lazy_exports
+
+    namespace: dict[str, object] = {}
+    getattr_, dir_ = lazy_exports("ncompass", {"errors": "ncompass.errors"}, namespace)
+    import ncompass.errors
+
+    assert getattr_("errors") is ncompass.errors
+    assert namespace["errors"] is ncompass.errors
+    assert "errors" in dir_()
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        getattr_("nope")
+
+
+def test_every_ncompass_warning_derives_from_one_base() -> None:
+    from ncompass.analysis.providers.fallback import ProviderFallbackWarning
+    from ncompass.importer.hook import NotRewrittenWarning
+    from ncompass.importer.inplace import ReimportWarning
+    from ncompass.importer.targets import SkippedTargetWarning
+    from ncompass.kernels.autotune.cache import AutotuneCacheWarning
+    from ncompass.rewrite.plan import SpecDriftWarning
+    from ncompass.runtime.base import RangeContextWarning
+
+    for warning in (
+        ProviderFallbackWarning,
+        NotRewrittenWarning,
+        ReimportWarning,
+        SkippedTargetWarning,
+        AutotuneCacheWarning,
+        SpecDriftWarning,
+        RangeContextWarning,
+    ):
+        assert issubclass(warning, ncompass.NcompassWarning)
+        assert issubclass(warning, UserWarning)
+
+
+def test_environment_variables_are_named_in_one_module() -> None:
+    """No module but ``environment_variables`` spells an ``NCOMPASS_*`` variable as a string."""
+    import pathlib
+    import re
+
+    from ncompass import environment_variables
+
+    root = pathlib.Path(ncompass.__file__).parent
+    literal = re.compile(r"""["'](NCOMPASS_[A-Z0-9_]+|NVTX_INJECTION64_PATH)["']""")
+    spelled = {
+        f"{path.relative_to(root)}: {match.group(1)}"
+        for path in root.rglob("*.py")
+        if path.name != "environment_variables.py"
+        for line in path.read_text().splitlines()
+        if not line.lstrip().startswith(("#", "``"))
+        for match in literal.finditer(line)
+    }
+    assert spelled == set()
+    for name in environment_variables.__all__:
+        assert getattr(environment_variables, name) == name

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from ncompass import errors
+from ncompass.capture.run_options import RunOptions, RunResult, load_specs, run_command
 from ncompass.capture.trace_files import (
     claim_trace_path,
     safe_name,
@@ -37,7 +38,6 @@ from ncompass.errors import CaptureError, NcompassError
 from ncompass.importer.script import ScriptNotFoundError
 
 if TYPE_CHECKING:
-    from ncompass.capture.runner import RunOptions, RunResult
     from ncompass.spec.models import RewriteConfig, TargetSpec
 
 CHILD_REPORT_OPTION = "--child-report"
@@ -98,8 +98,6 @@ def run_in_child(options: RunOptions) -> RunResult:
         NcompassError: Whatever stopped the run in the child (a spec that does not match the
             code, ...), raised again here with the child's message.
     """
-    from ncompass.capture.runner import RunResult, load_specs
-
     if options.script is not None and not os.path.isfile(options.script):
         raise ScriptNotFoundError(
             f"{options.script}: no such script; check the path (or use -m MODULE)"
@@ -154,18 +152,15 @@ def run_in_child(options: RunOptions) -> RunResult:
     return RunResult(exit_code, trace_path, sidecar, markers, duration, config, gpu, unplaced)
 
 
-def report_to_parent(options: RunOptions, report_file: Path) -> int:
-    """The child's side: run here, then tell the parent how it ended; returns the exit code."""
-    from ncompass.capture.runner import run
-
-    try:
-        result = run(options)
-    except NcompassError as error:
-        _write_json(report_file, {"error": str(error), "error_type": type(error).__name__})
-        return USER_ERROR_EXIT_CODE
+def write_child_report(report_file: Path, result: RunResult) -> None:
+    """The child's side: tell the parent how the run ended (exit code, targets never placed)."""
     unplaced = [_target_key(target) for target in result.unplaced]
     _write_json(report_file, {"exit_code": result.exit_code, "unplaced": unplaced})
-    return result.exit_code
+
+
+def write_child_error(report_file: Path, error: NcompassError) -> None:
+    """The child's side: tell the parent which ncompass error stopped the run."""
+    _write_json(report_file, {"error": str(error), "error_type": type(error).__name__})
 
 
 def _target_key(target: TargetSpec) -> list[str]:
@@ -185,21 +180,21 @@ def child_command(
         report_file: Where the child reports how the run ended.
         scratch: Where specs given as objects are written for the child to load.
     """
-    command = [sys.executable, "-m", "ncompass", "run", "--profiler", CHILD_PROFILER]
-    command += [CHILD_REPORT_OPTION, str(report_file)]
-    command += ["--output-dir", str(folder.resolve()), "--trace-name", trace_name]
-    for index, spec in enumerate(options.specs):
-        if not isinstance(spec, (str, Path)):
-            spec = _spec_file(spec, scratch / f"spec-{index}.json")
-        command += ["--config", str(spec)]
-    if options.full_trace:
-        command.append("--full-trace")
-    if options.module is not None:
-        command += ["-m", options.module]
-    else:
-        script = options.script or ""
-        command.append(script if not script.startswith("-") else f".{os.sep}{script}")
-    return command + list(options.args)
+    spec_files = [
+        spec if isinstance(spec, (str, Path)) else _spec_file(spec, scratch / f"spec-{index}.json")
+        for index, spec in enumerate(options.specs)
+    ]
+    return run_command(
+        spec_files,
+        output_dir=folder.resolve(),
+        trace_name=trace_name,
+        script=options.script,
+        module=options.module,
+        args=options.args,
+        profiler=CHILD_PROFILER,
+        full_trace=options.full_trace,
+        options=[CHILD_REPORT_OPTION, str(report_file)],
+    )
 
 
 def _capture(options: RunOptions, trace_path: Path, scratch: Path) -> ChildCapture:
@@ -291,9 +286,11 @@ def _write_json(path: Path, document: dict[str, Any]) -> None:
 __all__ = [
     "CHILD_PROFILER",
     "CHILD_REPORT_OPTION",
+    "USER_ERROR_EXIT_CODE",
     "ChildCapture",
     "child_command",
     "needs_child_process",
-    "report_to_parent",
     "run_in_child",
+    "write_child_error",
+    "write_child_report",
 ]

@@ -18,11 +18,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
+from ncompass import environment_variables
 from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.trace_files import claim_trace_path, trace_dir
 
-PROFILE_ENV = "NCOMPASS_PROFILE"
-REMOTE_ENV = "NCOMPASS_REMOTE"
+PROFILE_ENV = environment_variables.NCOMPASS_PROFILE
+REMOTE_ENV = environment_variables.NCOMPASS_REMOTE
 _OFF = ("", "0", "false", "False")
 
 P = ParamSpec("P")

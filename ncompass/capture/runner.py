@@ -11,33 +11,37 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ncompass import environment_variables
 from ncompass.capture.backends import make_profiler
 from ncompass.capture.backends.nvtx import INJECTION_ENV as NVTX_INJECTION_ENV
 from ncompass.capture.backends.torch import TorchProfiler
-from ncompass.capture.child_run import needs_child_process, run_in_child
+from ncompass.capture.child_run import (
+    USER_ERROR_EXIT_CODE,
+    needs_child_process,
+    run_in_child,
+    write_child_error,
+    write_child_report,
+)
 from ncompass.capture.compiled_kernels import provenance_note
-from ncompass.capture.decorator import PROFILE_ENV
-from ncompass.capture.environment import scoped_environment
-from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline, finish, start_monitor
+from ncompass.capture.gpu_timeline import GpuTimeline, finish, start_monitor
+from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
+from ncompass.capture.run_options import RunOptions, RunResult, load_specs
 from ncompass.capture.trace_files import (
-    TRACE_DIR_ENV,
     claim_trace_path,
     safe_name,
     sidecar_path,
     timestamped_name,
     trace_dir,
 )
+from ncompass.errors import NcompassError
 from ncompass.gpu import GpuMonitor
-from ncompass.importer.hook import FULL_TRACE_MARKER, disable_rewrites, enable_rewrites
+from ncompass.importer.hook import disable_rewrites, enable_rewrites
 from ncompass.importer.registry import REGISTRY
 from ncompass.importer.script import (
     ScriptNotFoundError,
@@ -49,72 +53,9 @@ from ncompass.importer.script import (
 from ncompass.importer.targets import unmet_requirement
 from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.runtime.cuda_graphs import forget_captured_markers, graph_captured_markers
-from ncompass.spec.merge import merge_specs
-from ncompass.spec.models import RewriteConfig, TargetSpec
+from ncompass.spec.models import RewriteConfig
 
-RUNNER_ENV = "NCOMPASS_RUNNER"
-
-
-@dataclass
-class RunOptions:
-    """What ``ncompass run`` was asked to do.
-
-    Attributes:
-        specs: Spec files or loaded specs, merged in order.
-        script: The script to run (or None with ``module``).
-        module: The module to run as ``-m`` (or None with ``script``).
-        args: Arguments for the script.
-        profiler: ``torch``, ``nvtx``, ``nvtx-trace`` (the NVTX recorder, in a child process)
-            or ``none``.
-        output_dir: Trace folder (default ``$NCOMPASS_TRACE_DIR`` or ``traces``).
-        trace_name: Trace file name without ``.json`` (default: ``<script>-<time>``); an
-            existing file of that name is replaced.
-        record_shapes / profile_memory / with_stack: torch profiler options.
-        nsys: Run under ``nsys profile`` (in a child process) and convert its report;
-            ``profiler`` is then ignored: markers are NVTX ranges.
-        nsys_args: More options for ``nsys profile``.
-        reexecuted: Internal: set in the child that ``nsys``/``nvtx-trace`` runs re-execute.
-    """
-
-    specs: Sequence[str | Path | RewriteConfig] = ()
-    script: str | None = None
-    module: str | None = None
-    args: list[str] = field(default_factory=list)
-    profiler: str = "torch"
-    output_dir: str | Path | None = None
-    trace_name: str | None = None
-    record_shapes: bool = False
-    profile_memory: bool = False
-    with_stack: bool = False
-    full_trace: bool = False
-    gpu_monitor: GpuMonitorOptions | None = None
-    nsys: bool = False
-    nsys_args: Sequence[str] = ()
-    reexecuted: bool = False
-
-
-@dataclass
-class RunResult:
-    """How the run ended and what it wrote."""
-
-    exit_code: int
-    trace_path: Path | None
-    sidecar_path: Path | None
-    markers: list[dict[str, Any]]
-    duration_s: float
-    config: RewriteConfig
-    gpu: GpuTimeline | None = None
-    unplaced: list[TargetSpec] = field(default_factory=list)
-
-
-def load_specs(
-    specs: Sequence[str | Path | RewriteConfig], default_context: str | None
-) -> RewriteConfig:
-    """Load and merge specs (files or objects). Raises SpecError naming the bad file and line."""
-    configs = [
-        spec if isinstance(spec, RewriteConfig) else RewriteConfig.from_yaml(spec) for spec in specs
-    ]
-    return merge_specs(configs, default_context)
+RUNNER_ENV = environment_variables.NCOMPASS_RUNNER
 
 
 def run(options: RunOptions) -> RunResult:
@@ -158,42 +99,42 @@ def run(options: RunOptions) -> RunResult:
         profile_memory=options.profile_memory,
         with_stack=options.with_stack,
     )
-    written: Path | None = None
     started = time.time()
     clock = time.perf_counter()
     outcome = ScriptOutcome(1)
     monitor: GpuMonitor | None = None
     gpu: GpuTimeline | None = None
-    with scoped_environment({PROFILE_ENV: "1", TRACE_DIR_ENV: str(folder), RUNNER_ENV: "1"}):
-        forget_captured_markers()
-        enable_rewrites(config)
+    profiled_run: ProfiledRun | None = None
+
+    def start_monitor_after_profiler() -> None:  # the profiler's start is slow: not timed
+        nonlocal monitor
+        if options.gpu_monitor is not None:
+            monitor = start_monitor(options.gpu_monitor)
+
+    forget_captured_markers()
+    enable_rewrites(config)
+    try:
         try:
-            profiler.start()
-            try:
-                if options.gpu_monitor is not None:  # after the profiler's slow start
-                    monitor = start_monitor(options.gpu_monitor)
-                with _full_trace_range(config):
-                    if options.script is not None:
-                        outcome = run_script(options.script, list(options.args))
-                    else:
-                        assert options.module is not None
-                        outcome = run_module(options.module, list(options.args))
-            finally:
-                written = profiler.stop()
-                markers = REGISTRY.manifest()
-                unplaced = [  # targets skipped for their `requires:` were warned about
-                    t for t in REGISTRY.unplaced(config) if not unmet_requirement(t.requires)
-                ]
-                if monitor is not None:
-                    gpu = finish(monitor, written)
-        except BaseException as error:
-            if isinstance(error, ScriptNotFoundError) and written is not None:
-                written.unlink(missing_ok=True)  # `-m` typo: the trace holds nothing
-            elif trace_path is not None and written is None and _is_empty(trace_path):
-                trace_path.unlink()
-            raise
+            with profiled(
+                profiler, config, folder, runner=True, on_start=start_monitor_after_profiler
+            ) as profiled_run:
+                outcome = _run_entry(options)
         finally:
-            disable_rewrites()
+            if monitor is not None:
+                gpu = finish(monitor, profiled_run.written if profiled_run else None)
+        unplaced = [  # targets skipped for their `requires:` were warned about
+            t for t in REGISTRY.unplaced(config) if not unmet_requirement(t.requires)
+        ]
+    except BaseException as error:
+        written = profiled_run.written if profiled_run is not None else None
+        if isinstance(error, ScriptNotFoundError) and written is not None:
+            written.unlink(missing_ok=True)  # `-m` typo: the trace holds nothing
+        elif trace_path is not None and written is None and _is_empty(trace_path):
+            trace_path.unlink()
+        raise
+    finally:
+        disable_rewrites()
+    written, markers = profiled_run.written, profiled_run.markers
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
@@ -206,19 +147,26 @@ def run(options: RunOptions) -> RunResult:
     return RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced)
 
 
-@contextmanager
-def _full_trace_range(config: RewriteConfig) -> Iterator[None]:
-    if not config.full_trace_mode:
-        yield
-        return
-    from ncompass.runtime.sites import bind
+def _run_entry(options: RunOptions) -> ScriptOutcome:
+    """Run the script or module of ``options`` as ``__main__``."""
+    if options.script is not None:
+        return run_script(options.script, list(options.args))
+    assert options.module is not None
+    return run_module(options.module, list(options.args))
 
-    enter, leave = bind(config.context, FULL_TRACE_MARKER, async_safe=True)
-    handle = enter()
+
+def report_to_parent(options: RunOptions, report_file: Path) -> int:
+    """The child's side of a re-executed run: run here, then tell the parent how it ended.
+
+    Returns the exit code (2 when an ncompass error stopped the run).
+    """
     try:
-        yield
-    finally:
-        leave(handle)
+        result = run(options)
+    except NcompassError as error:
+        write_child_error(report_file, error)
+        return USER_ERROR_EXIT_CODE
+    write_child_report(report_file, result)
+    return result.exit_code
 
 
 def _is_empty(path: Path) -> bool:
@@ -279,4 +227,11 @@ def _write_sidecar(
     return path
 
 
-__all__ = ["RUNNER_ENV", "RunOptions", "RunResult", "load_specs", "run"]
+__all__ = [
+    "RUNNER_ENV",
+    "RunOptions",
+    "RunResult",
+    "load_specs",
+    "report_to_parent",
+    "run",
+]

@@ -12,7 +12,9 @@ import re
 import time
 from pathlib import Path
 
-TRACE_DIR_ENV = "NCOMPASS_TRACE_DIR"
+from ncompass import environment_variables
+
+TRACE_DIR_ENV = environment_variables.NCOMPASS_TRACE_DIR
 DEFAULT_TRACE_DIR = "traces"
 TRACE_SUFFIX = ".json"
 SIDECAR_SUFFIX = ".ncompass.json"

@@ -135,7 +135,7 @@ def run_command(
         reexecuted=child_report is not None,
     )
     if child_report is not None:  # the run --nsys / nvtx-trace started: report back to it
-        from ncompass.capture.child_run import report_to_parent
+        from ncompass.capture.runner import report_to_parent
 
         raise SystemExit(report_to_parent(options, child_report))
     result = run(options)

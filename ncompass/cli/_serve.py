@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
+from ncompass import environment_variables
 from ncompass.errors import NcompassError
 
-TOKEN_ENV = "NCOMPASS_ANALYSIS_TOKEN"
+TOKEN_ENV = environment_variables.NCOMPASS_ANALYSIS_TOKEN
 
 
 @click.command("serve")

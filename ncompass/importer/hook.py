@@ -15,12 +15,13 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ncompass.errors import SpecError
+from ncompass import environment_variables
+from ncompass.errors import NcompassWarning, SpecError
 from ncompass.importer.contexts import check_contexts
 from ncompass.importer.inplace import apply_in_place, restore_in_place
 from ncompass.importer.loader import RewritingLoader
@@ -28,12 +29,12 @@ from ncompass.importer.registry import REGISTRY
 from ncompass.importer.targets import TargetTable
 from ncompass.spec.models import RewriteConfig
 
-CONFIG_ENV = "NCOMPASS_CONFIG"
+CONFIG_ENV = environment_variables.NCOMPASS_CONFIG
 
 _LOCK = threading.RLock()
 
 
-class NotRewrittenWarning(UserWarning):
+class NotRewrittenWarning(NcompassWarning):
     """A target module is not Python source (an extension or a zip) and cannot be rewritten."""
 
 
@@ -145,7 +146,30 @@ def disable_rewrites() -> None:
 
 
 FULL_TRACE_MARKER = "ncompass.full_trace"
-_full_trace_handle: Any = None
+_full_trace_range: WholeRunRange | None = None
+
+
+class WholeRunRange:
+    """The one ``ncompass.full_trace`` range around a whole run, opened at once, closable early.
+
+    Opens nothing unless ``enabled`` is true (the spec is in full-trace mode). A start/end range,
+    so it is valid across threads and may close in another function than it opened in.
+    """
+
+    def __init__(self, context: str, enabled: bool = True) -> None:
+        self._leave: Callable[[Any], object] | None = None
+        self._handle: Any = None
+        if enabled:
+            from ncompass.runtime.sites import bind
+
+            enter, self._leave = bind(context, FULL_TRACE_MARKER, async_safe=True)
+            self._handle = enter()
+
+    def close(self) -> None:
+        """End the range (once; later calls do nothing)."""
+        leave, self._leave = self._leave, None
+        if leave is not None:
+            leave(self._handle)
 
 
 def enable_full_trace_mode() -> None:
@@ -158,17 +182,17 @@ def enable_full_trace_mode() -> None:
     """
     import atexit
 
-    from ncompass.runtime.sites import bind
-
-    global _full_trace_handle
+    global _full_trace_range
     with _LOCK:
         current = active_config() or RewriteConfig()
         enable_rewrites(current.model_copy(update={"full_trace_mode": True}))
-        if _full_trace_handle is not None or os.environ.get("NCOMPASS_RUNNER") == "1":
+        if (
+            _full_trace_range is not None
+            or os.environ.get(environment_variables.NCOMPASS_RUNNER) == "1"
+        ):
             return  # the runner wraps the entry point itself
-        enter, leave = bind(current.context, FULL_TRACE_MARKER, async_safe=True)
-        _full_trace_handle = enter()
-        atexit.register(leave, _full_trace_handle)
+        _full_trace_range = WholeRunRange(current.context)
+        atexit.register(_full_trace_range.close)
 
 
 def _coerce(config: RewriteConfig | dict[str, Any] | str | Path | None) -> RewriteConfig:
@@ -226,6 +250,7 @@ __all__ = [
     "FULL_TRACE_MARKER",
     "NotRewrittenWarning",
     "RewritingFinder",
+    "WholeRunRange",
     "active_config",
     "active_table",
     "disable_rewrites",

@@ -20,7 +20,7 @@ from types import CodeType, FunctionType, MethodType, ModuleType
 
 import orjson
 
-from ncompass.errors import RewriteError
+from ncompass.errors import NcompassWarning, RewriteError
 from ncompass.importer.loader import rewrite_source
 from ncompass.importer.registry import REGISTRY, RewrittenModule
 from ncompass.importer.targets import ModuleTargets
@@ -30,7 +30,7 @@ from ncompass.spec.models import RewriteConfig
 FunctionKey = tuple[str, int]  # (qualname without <locals>, first line)
 
 
-class ReimportWarning(UserWarning):
+class ReimportWarning(NcompassWarning):
     """An imported module was re-imported to apply a spec (its top-level code ran again)."""
 
 

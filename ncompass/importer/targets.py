@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ncompass._version import __version__
+from ncompass.errors import NcompassWarning
 from ncompass.spec.models import RewriteConfig, TargetSpec
 
 
-class SkippedTargetWarning(UserWarning):
+class SkippedTargetWarning(NcompassWarning):
     """A target was skipped because its ``requires:`` guard is not met."""
 
 

@@ -19,9 +19,9 @@ the :func:`patch` function as soon as it was imported.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ncompass._lazy import lazy_exports
 from ncompass.kernels.errors import KernelError
 from ncompass.kernels.stats import OpStats, reset_stats, stats
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
+    "ops": "ncompass.kernels.ops",
     "Conv2d": "ncompass.kernels.modules",
     "LayerNorm": "ncompass.kernels.modules",
     "Linear": "ncompass.kernels.modules",
@@ -54,19 +55,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name == "ops":
-        return importlib.import_module("ncompass.kernels.ops")
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'ncompass.kernels' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | {"ops"})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -13,12 +13,14 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
+from ncompass import environment_variables
+
 _TRUE = {"1", "true", "on", "yes", "y"}
 
 
 def interpreter_requested() -> bool:
     """Whether ``TRITON_INTERPRET`` asks Triton to interpret kernels (as Triton parses it)."""
-    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in _TRUE
+    return os.environ.get(environment_variables.TRITON_INTERPRET, "").strip().lower() in _TRUE
 
 
 @cache

@@ -11,11 +11,12 @@ import socket
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ncompass import environment_variables
 from ncompass.remote.config import ConfigFile
 from ncompass.remote.errors import ClusterUnreachableError, RemoteError
 
 ADDRESS_ENV = "RAY_ADDRESS"
-TOKEN_ENV = "NCOMPASS_REMOTE_TOKEN"
+TOKEN_ENV = environment_variables.NCOMPASS_REMOTE_TOKEN
 DEFAULT_DASHBOARD_PORT = 8265
 _GCS_PORT = 6379
 CONNECT_TIMEOUT_S = 5.0

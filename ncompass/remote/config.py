@@ -27,10 +27,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ncompass import environment_variables
 from ncompass.remote.errors import RemoteError
 from ncompass.spec.bounded_yaml import load_bounded
 
-CONFIG_ENV = "NCOMPASS_REMOTE_CONFIG"
+CONFIG_ENV = environment_variables.NCOMPASS_REMOTE_CONFIG
 CONFIG_NAME = "remote.yaml"
 DEFAULT_MAX_UPLOAD_MB = 100.0
 _PRIVATE_DIR_MODE = 0o700

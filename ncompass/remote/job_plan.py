@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ncompass import environment_variables
 from ncompass._version import __version__
 
-REMOTE_ENV = "NCOMPASS_REMOTE"
-JOB_ID_ENV = "NCOMPASS_JOB_ID"
+REMOTE_ENV = environment_variables.NCOMPASS_REMOTE
+JOB_ID_ENV = environment_variables.NCOMPASS_JOB_ID
 METADATA_KEY = "ncompass"
 LAUNCH_MODULE = "ncompass.remote.launch"
 

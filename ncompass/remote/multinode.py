@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ncompass import environment_variables
 from ncompass.remote.job_plan import RankLayout
 from ncompass.remote.manifest import RankRecord
 from ncompass.remote.ranks import (
@@ -28,11 +29,11 @@ from ncompass.remote.ranks import (
     run_and_pack,
 )
 
-PLACEMENT_TIMEOUT_ENV = "NCOMPASS_REMOTE_PLACEMENT_TIMEOUT_S"
+PLACEMENT_TIMEOUT_ENV = environment_variables.NCOMPASS_REMOTE_PLACEMENT_TIMEOUT_S
 DEFAULT_PLACEMENT_TIMEOUT_S = 120.0
 # STRICT_SPREAD puts every node group on its own node. PACK or SPREAD let groups share a node:
 # a multi-node job can then be rehearsed on one machine (the tests do).
-PLACEMENT_STRATEGY_ENV = "NCOMPASS_REMOTE_PLACEMENT_STRATEGY"
+PLACEMENT_STRATEGY_ENV = environment_variables.NCOMPASS_REMOTE_PLACEMENT_STRATEGY
 DEFAULT_PLACEMENT_STRATEGY = "STRICT_SPREAD"
 
 

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from ncompass import environment_variables
 from ncompass.remote.manifest import MANIFEST_NAME, Chunk, NodeManifest, PackedFile
 
-CHUNK_ENV = "NCOMPASS_REMOTE_CHUNK_BYTES"
-LOGS_DIR_ENV = "NCOMPASS_REMOTE_LOGS_DIR"
+CHUNK_ENV = environment_variables.NCOMPASS_REMOTE_CHUNK_BYTES
+LOGS_DIR_ENV = environment_variables.NCOMPASS_REMOTE_LOGS_DIR
 DEFAULT_CHUNK_BYTES = 8 << 20
 _READ_BLOCK = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"

@@ -29,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
+from ncompass import environment_variables
 from ncompass.remote.manifest import NodeManifest, RankRecord, node_folder
 from ncompass.remote.pack import (
     PackError,
@@ -41,7 +42,7 @@ from ncompass.remote.pack import (
 RANK_MODULE = "ncompass.remote.rank"
 RUN_FOLDER = "run"
 LOOPBACK = "127.0.0.1"
-FAILURE_GRACE_ENV = "NCOMPASS_REMOTE_FAILURE_GRACE_S"
+FAILURE_GRACE_ENV = environment_variables.NCOMPASS_REMOTE_FAILURE_GRACE_S
 DEFAULT_FAILURE_GRACE_S = 5.0
 STOP_TIMEOUT_S = 30.0
 _POLL_S = 0.05

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ncompass.errors import SpecError
+from ncompass.errors import NcompassWarning, SpecError
 from ncompass.rewrite.locate import (
     LookupFailure,
     find_calls,
@@ -36,7 +36,7 @@ from ncompass.spec.models import (
 MarkerKind = Literal["function", "call", "range"]
 
 
-class SpecDriftWarning(UserWarning):
+class SpecDriftWarning(NcompassWarning):
     """A range was found again by its anchors after the target file changed."""
 
 

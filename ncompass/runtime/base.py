@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import NamedTuple, Protocol
 
+from ncompass.errors import NcompassWarning
 from ncompass.runtime.templates import NameTemplate
 
 EnterRange = Callable[..., object]
@@ -33,7 +34,7 @@ EnterNamedRange = Callable[[str], object]
 """Starts the range under a name the caller has already computed (used by composites)."""
 
 
-class RangeContextWarning(UserWarning):
+class RangeContextWarning(NcompassWarning):
     """A marker could not do all it was asked (a name template failed, a context is missing).
 
     The wrapped code always runs unchanged; the warning says what the trace will lack.

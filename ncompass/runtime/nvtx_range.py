@@ -23,6 +23,7 @@ import warnings
 from sys import _getframe as _caller  # the frame that opened the range
 from typing import Any
 
+from ncompass import environment_variables
 from ncompass.runtime.base import BoundRange, MarkerSite, RangeContextWarning
 from ncompass.runtime.cuda_graphs import skipped_in_capture
 from ncompass.runtime.noop import idle_range
@@ -74,7 +75,7 @@ def attached_domain() -> NvtxDomain | None:
     global _domain, _domain_resolved
     if _domain_resolved:
         return _domain
-    if "NVTX_INJECTION64_PATH" not in os.environ and "nvtx" not in sys.modules:
+    if environment_variables.NVTX_INJECTION64_PATH not in os.environ and "nvtx" not in sys.modules:
         return None  # no tool can attach; not cached, in case the variable is set later
     try:
         import nvtx

@@ -43,6 +43,7 @@ from collections.abc import Callable
 from sys import _getframe as _caller  # the frame that opened the range
 from typing import Any
 
+from ncompass import environment_variables
 from ncompass.runtime.base import BoundRange, MarkerSite, RangeContextWarning
 from ncompass.runtime.cuda_graphs import skipped_in_capture
 from ncompass.runtime.names import trace_safe_name
@@ -90,7 +91,7 @@ def _resolve_torch() -> bool:
         record_enter = autograd._record_function_with_args_enter
         record_exit = autograd._record_function_with_args_exit
         state: Any = autograd_profiler
-        if os.environ.get("KINETO_USE_DAEMON"):
+        if os.environ.get(environment_variables.KINETO_USE_DAEMON):
             state = _CppProfilerState(autograd._profiler_enabled)
         enabled = bool(state._is_profiler_enabled)
         is_compiling = torch.compiler.is_compiling

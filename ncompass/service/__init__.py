@@ -7,28 +7,23 @@ the client. Nothing here is imported by ``import ncompass``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ncompass._lazy import lazy_exports
 from ncompass.service.limits import ServiceLimits
 
 if TYPE_CHECKING:
     from ncompass.service.app import create_app
     from ncompass.service.server import BackgroundService
 
-_LAZY = {
+_LAZY: dict[str, str] = {
     "create_app": "ncompass.service.app",
     "BackgroundService": "ncompass.service.server",
 }
 
 
-def __getattr__(name: str) -> Any:
-    # FastAPI and uvicorn are imported only when the app or a server is asked for.
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'ncompass.service' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module_name), name)
+# FastAPI and uvicorn are imported only when the app or a server is asked for.
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = ["BackgroundService", "ServiceLimits", "create_app"]

@@ -34,6 +34,7 @@ from importlib.util import find_spec
 from itertools import pairwise
 from pathlib import Path
 
+from ncompass import environment_variables
 from ncompass.session.sampler import Frame, StackSamples
 from ncompass.spec.models import MODULE_LEVEL
 
@@ -71,7 +72,7 @@ def framework_dirs() -> tuple[str, ...]:
 def _inductor_cache_dir() -> str:
     """Where Inductor writes the code it generates (as torch computes it, without importing
     torch)."""
-    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    folder = os.environ.get(environment_variables.TORCHINDUCTOR_CACHE_DIR)
     if not folder:
         try:
             user = getpass.getuser()

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,15 @@ from ncompass.analysis.comparison import Comparison
 from ncompass.analysis.comparison import compare as compare_traces
 from ncompass.analysis.providers import AnalysisProvider, MarkerRequest, make_provider
 from ncompass.capture.backends.torch import TorchProfiler
-from ncompass.capture.decorator import PROFILE_ENV
-from ncompass.capture.environment import scoped_environment
-from ncompass.capture.trace_files import TRACE_DIR_ENV, claim_trace_path, safe_name
-from ncompass.errors import CaptureError, TraceError
+from ncompass.capture.lifecycle import ProfiledRun, profiled
+from ncompass.capture.run_options import run_command
+from ncompass.capture.trace_files import claim_trace_path, safe_name
+from ncompass.errors import TraceError
 from ncompass.importer.hook import (
-    FULL_TRACE_MARKER,
     active_config,
     disable_rewrites,
     enable_rewrites,
 )
-from ncompass.importer.registry import REGISTRY
 from ncompass.overwrite_guard import same_file
 from ncompass.session.answer import Answer
 from ncompass.session.compiled import into_compiled_code, load_sidecar
@@ -152,24 +149,20 @@ class ProfilingSession:
         started = time.time()
         profiler = TorchProfiler(trace_path)
         error: BaseException | None = None
-        yielded = False
         entry = entry_point(user_code)
         if entry is not None:
             self._entry = entry
-        with scoped_environment({PROFILE_ENV: "1", TRACE_DIR_ENV: str(self.trace_output_dir)}):
-            profiler.start()
-            try:
-                with _profiled_call(profiler, self.config) as watch:
-                    user_code()
-            except BaseException as raised:  # recorded with the iteration, then re-raised
-                error = raised
-            finally:
-                yielded = watch.yielded if "watch" in locals() else False
-                written = None
-                if not yielded:
-                    with contextlib.suppress(CaptureError):  # the code's profiler ended ours
-                        written = profiler.stop()
-        manifest = REGISTRY.manifest()
+        run: ProfiledRun | None = None
+        try:
+            with profiled(
+                profiler, self.config, self.trace_output_dir, yield_to_code_profiler=True
+            ) as run:
+                user_code()
+        except BaseException as raised:  # recorded with the iteration, then re-raised
+            if run is None:  # the profiler did not start
+                raise
+            error = raised
+        written, manifest = run.written, run.markers
         external = _new_trace_files(self.trace_output_dir, before, started, {trace_path})
         note = None
         if external:
@@ -229,17 +222,17 @@ class ProfilingSession:
         if self.config_version == 0:  # the starting spec is kept as a version too
             self.config_version, _ = self.store.write_version(self.config)
         discover = (not self._predicted) if discovery is None else discovery
-        if discover and profiler == "torch":
-            command = [sys.executable, "-m", "ncompass.session.discovery"]
-            command += ["--config", str(self._spec_file())]
-        else:
-            command = [sys.executable, "-m", "ncompass", "run", "--config", str(self._spec_file())]
-            command += ["--profiler", profiler]
-        command += ["--output-dir", str(self.trace_output_dir)]
-        command += ["--trace-name", name]
-        if self.config.full_trace_mode:
-            command.append("--full-trace")
-        command += [script, *(args or [])]
+        discovery_run = discover and profiler == "torch"
+        command = run_command(
+            [str(self._spec_file())],
+            output_dir=self.trace_output_dir,
+            trace_name=name,
+            script=script,
+            args=args or [],
+            profiler=None if discovery_run else profiler,
+            full_trace=self.config.full_trace_mode,
+            entry="ncompass.session.discovery" if discovery_run else "ncompass run",
+        )
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         trace_path = self.trace_output_dir / f"{name}.json"
         if not trace_path.exists():
@@ -614,60 +607,6 @@ class ProfilingSession:
                 "script": self._script,
             },
         )
-
-
-class _WholeRun:
-    """The one range around a whole profiled call (full-trace mode), closable early."""
-
-    def __init__(self, config: RewriteConfig) -> None:
-        self._leave: Callable[[object], object] | None = None
-        self._handle: object = None
-        if config.full_trace_mode:
-            from ncompass.runtime.sites import bind
-
-            enter, self._leave = bind(config.context, FULL_TRACE_MARKER, async_safe=True)
-            self._handle = enter()
-
-    def close(self) -> None:
-        """End the range (once)."""
-        leave, self._leave = self._leave, None
-        if leave is not None:
-            leave(self._handle)
-
-
-class _ProfilerWatch:
-    """Whether the profiled code started a torch profiler of its own."""
-
-    yielded = False
-
-
-@contextmanager
-def _profiled_call(ours: TorchProfiler, config: RewriteConfig) -> Iterator[_ProfilerWatch]:
-    """The profiled call: a whole-run range (in full-trace mode), and room for the code's own
-    torch profiler. Kineto allows one profiler, so when the code starts its own, ours stops
-    first (after closing every range opened under it: a range ended under another profiler
-    session crashes Kineto) and the code's trace, written into ``trace_output_dir``, becomes the
-    iteration's trace.
-    """
-    import torch.profiler.profiler as torch_profiler
-
-    watch = _ProfilerWatch()
-    whole = _WholeRun(config)
-    original = torch_profiler._KinetoProfile.prepare_trace
-
-    def prepare(profile: Any) -> Any:
-        if not watch.yielded and TorchProfiler.active() is ours and profile is not ours._profile:
-            watch.yielded = True
-            whole.close()
-            ours.stop_and_discard()
-        return original(profile)
-
-    torch_profiler._KinetoProfile.prepare_trace = prepare  # type: ignore[method-assign]
-    try:
-        yield watch
-    finally:
-        torch_profiler._KinetoProfile.prepare_trace = original  # type: ignore[method-assign]
-        whole.close()
 
 
 def entry_point(function: Callable[..., Any]) -> EntryPoint | None:

@@ -5,8 +5,9 @@ Names are imported on first use, so ``ncompass.trace.profile.*`` stays light.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ncompass._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ncompass.importer.hook import disable_rewrites, enable_full_trace_mode, enable_rewrites
@@ -22,17 +23,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'ncompass.trace' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

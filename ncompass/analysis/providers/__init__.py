@@ -9,8 +9,9 @@ Both fall back, with a :class:`ProviderFallbackWarning`, to the provider under t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ncompass._lazy import lazy_exports
 from ncompass.analysis.providers.base import AnalysisProvider, MarkerRequest
 from ncompass.analysis.providers.builtin import BuiltinProvider
 from ncompass.analysis.providers.fallback import ProviderFallbackWarning
@@ -24,21 +25,15 @@ if TYPE_CHECKING:
     from ncompass.analysis.providers.llm import LLMProvider, LLMSettings
     from ncompass.analysis.providers.remote import RemoteProvider
 
-_LAZY = {
+_LAZY: dict[str, str] = {
     "LLMProvider": "ncompass.analysis.providers.llm",
     "LLMSettings": "ncompass.analysis.providers.llm",
     "RemoteProvider": "ncompass.analysis.providers.remote",
 }
 
 
-def __getattr__(name: str) -> Any:
-    # The HTTP providers are loaded only when used: most sessions never need them.
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module_name), name)
+# The HTTP providers are loaded only when used: most sessions never need them.
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from ncompass import environment_variables
 from ncompass.analysis.providers._http import (
     HttpFailure,
     describe_error,
@@ -17,10 +18,10 @@ from ncompass.analysis.providers._http import (
     request_json,
 )
 
-LLM_URL_ENV = "NCOMPASS_LLM_URL"
-LLM_MODEL_ENV = "NCOMPASS_LLM_MODEL"
-LLM_API_KEY_ENV = "NCOMPASS_LLM_API_KEY"
-LLM_TIMEOUT_ENV = "NCOMPASS_LLM_TIMEOUT_S"
+LLM_URL_ENV = environment_variables.NCOMPASS_LLM_URL
+LLM_MODEL_ENV = environment_variables.NCOMPASS_LLM_MODEL
+LLM_API_KEY_ENV = environment_variables.NCOMPASS_LLM_API_KEY
+LLM_TIMEOUT_ENV = environment_variables.NCOMPASS_LLM_TIMEOUT_S
 DEFAULT_TIMEOUT_S = 60.0
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import warnings
 
+from ncompass.errors import NcompassWarning
 from ncompass.warning_location import stacklevel_outside
 
 
-class ProviderFallbackWarning(UserWarning):
+class ProviderFallbackWarning(NcompassWarning):
     """A provider failed (service down, timeout, invalid answer) and its fallback answered."""
 
 

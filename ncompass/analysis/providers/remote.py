@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from ncompass import environment_variables
 from ncompass.analysis.providers._http import (
     HttpFailure,
     JsonAnswer,
@@ -31,7 +32,7 @@ from ncompass.analysis.providers.base import AnalysisProvider, MarkerRequest
 from ncompass.analysis.providers.fallback import warn_fallback
 from ncompass.errors import TraceError
 
-TOKEN_ENV = "NCOMPASS_ANALYSIS_TOKEN"
+TOKEN_ENV = environment_variables.NCOMPASS_ANALYSIS_TOKEN
 API_VERSION = 1
 _SUMMARY_LISTS = ("operations", "bottlenecks", "recommendations")
 

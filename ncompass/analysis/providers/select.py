@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import warnings
 
+from ncompass import environment_variables
 from ncompass.analysis.providers.base import AnalysisProvider
 from ncompass.analysis.providers.builtin import BuiltinProvider
 from ncompass.analysis.providers.fallback import ProviderFallbackWarning
 
-ANALYSIS_URL_ENV = "NCOMPASS_ANALYSIS_URL"
+ANALYSIS_URL_ENV = environment_variables.NCOMPASS_ANALYSIS_URL
 
 
 def make_provider(base_url: str | None = None) -> AnalysisProvider:

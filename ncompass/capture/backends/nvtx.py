@@ -10,7 +10,9 @@ import os
 import sys
 from pathlib import Path
 
-INJECTION_ENV = "NVTX_INJECTION64_PATH"
+from ncompass import environment_variables
+
+INJECTION_ENV = environment_variables.NVTX_INJECTION64_PATH
 
 
 class NvtxProfiler:

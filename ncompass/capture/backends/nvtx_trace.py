@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ncompass import environment_variables
 from ncompass.errors import CaptureError
 
-INJECTION_ENV = "NVTX_INJECTION64_PATH"
+INJECTION_ENV = environment_variables.NVTX_INJECTION64_PATH
 
 
 class NvtxTraceProfiler:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ncompass import environment_variables
 from ncompass.capture.nvtx_recorder.build import build_recorder
 
-INJECTION_VARIABLE = "NVTX_INJECTION64_PATH"
+INJECTION_VARIABLE = environment_variables.NVTX_INJECTION64_PATH
 """Read by every NVTX copy in the process when it first initialises (as Nsight Systems uses)."""
 
-OUTPUT_VARIABLE = "NCOMPASS_NVTX_OUTPUT"
+OUTPUT_VARIABLE = environment_variables.NCOMPASS_NVTX_OUTPUT
 """The recorder's output file; ``%p`` in it is replaced by the process id."""
 
-MAX_EVENTS_VARIABLE = "NCOMPASS_NVTX_MAX_EVENTS"
+MAX_EVENTS_VARIABLE = environment_variables.NCOMPASS_NVTX_MAX_EVENTS
 """Events kept per process before later ones are counted as dropped (default 8,000,000)."""
 
 OUTPUT_PATTERN = "nvtx-%p.jsonl"

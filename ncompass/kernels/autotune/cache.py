@@ -27,14 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ncompass import environment_variables
+from ncompass.errors import NcompassWarning
 from ncompass.kernels.autotune.config import KernelConfig
 from ncompass.kernels.autotune.device import DeviceIdentity
 
 FORMAT = 1
-CACHE_DIR_VARIABLE = "NCOMPASS_AUTOTUNE_DIR"
+CACHE_DIR_VARIABLE = environment_variables.NCOMPASS_AUTOTUNE_DIR
 
 
-class AutotuneCacheWarning(UserWarning):
+class AutotuneCacheWarning(NcompassWarning):
     """The autotune cache could not be read or written; tuning goes on without it."""
 
 

@@ -20,13 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ncompass import environment_variables
 from ncompass.kernels.autotune.cache import CachedChoice, TuningCache, TuningKey
 from ncompass.kernels.autotune.config import KernelConfig
 from ncompass.kernels.autotune.timing import Timer
 
 logger = logging.getLogger("ncompass.kernels.autotune")
 
-AUTOTUNE_VARIABLE = "NCOMPASS_AUTOTUNE"
+AUTOTUNE_VARIABLE = environment_variables.NCOMPASS_AUTOTUNE
 
 Origin = Literal["memo", "cache", "tuned", "default"]
 

@@ -7,9 +7,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from ncompass import environment_variables
 from ncompass.errors import CaptureError, TraceError
 
-NSYS_ENV = "NCOMPASS_NSYS"
+NSYS_ENV = environment_variables.NCOMPASS_NSYS
 """Path of the ``nsys`` executable to use instead of the one on PATH."""
 
 INSTALL_HINT = (

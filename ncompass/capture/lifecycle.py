@@ -1,0 +1,129 @@
+"""The one profiled-run lifecycle: set the run's environment, start the profiler, open the
+whole-run range, run the code, then close the range, stop the profiler (writing the trace) and
+collect the markers placed.
+
+``ncompass run`` (:mod:`ncompass.capture.runner`), the child a ``--nsys``/``nvtx-trace`` run
+re-executes (the same runner) and :class:`~ncompass.session.session.ProfilingSession` all go
+through :func:`profiled`; naming and claiming the trace file is :mod:`ncompass.capture.trace_files`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ncompass import environment_variables
+from ncompass.capture.environment import scoped_environment
+from ncompass.errors import CaptureError
+from ncompass.importer.hook import WholeRunRange
+from ncompass.importer.registry import REGISTRY
+from ncompass.spec.models import RewriteConfig
+
+if TYPE_CHECKING:
+    from ncompass.capture.backends.base import ProfilerBackend
+    from ncompass.capture.backends.torch import TorchProfiler
+
+
+@dataclass
+class ProfiledRun:
+    """One run inside :func:`profiled`; ``written`` and ``markers`` are set when it ends.
+
+    Attributes:
+        whole_run: The ``ncompass.full_trace`` range (full-trace mode), closable early.
+        yielded: The profiled code started a torch profiler of its own, and ours stepped aside
+            (see :func:`profiled`'s ``yield_to_code_profiler``).
+        written: The trace the profiler wrote (None: nothing written here).
+        markers: The markers placed during the run (the registry's manifest).
+    """
+
+    whole_run: WholeRunRange
+    yielded: bool = False
+    written: Path | None = None
+    markers: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextmanager
+def profiled(
+    profiler: ProfilerBackend,
+    config: RewriteConfig,
+    trace_folder: Path,
+    *,
+    runner: bool = False,
+    yield_to_code_profiler: bool = False,
+    on_start: Callable[[], object] | None = None,
+) -> Iterator[ProfiledRun]:
+    """Profile the block: the run's environment, the profiler and the whole-run range.
+
+    On the way out, however the block ends, the range closes and the profiler stops (writing
+    its trace); the markers placed are collected either way.
+
+    Args:
+        profiler: The backend to start and stop.
+        config: The spec in force (its ``full_trace_mode`` and ``context``).
+        trace_folder: Where ``capture_trace`` calls inside the block write their traces.
+        runner: The block runs a whole script for ``ncompass run`` (set ``NCOMPASS_RUNNER``).
+        yield_to_code_profiler: When the code starts a torch profiler of its own, ours stops
+            first (Kineto allows one profiler) and writes nothing; a stop that fails because
+            the code's profiler ended ours is not an error.
+        on_start: Called once the profiler has started, before the whole-run range opens
+            (what should not slow the profiler's start, such as the GPU monitor).
+    """
+    environment = {
+        environment_variables.NCOMPASS_PROFILE: "1",
+        environment_variables.NCOMPASS_TRACE_DIR: str(trace_folder),
+    }
+    if runner:
+        environment[environment_variables.NCOMPASS_RUNNER] = "1"
+    with scoped_environment(environment):
+        profiler.start()
+        if on_start is not None:
+            on_start()
+        run = ProfiledRun(WholeRunRange(config.context, enabled=config.full_trace_mode))
+        try:
+            if yield_to_code_profiler:
+                from ncompass.capture.backends.torch import TorchProfiler
+
+                assert isinstance(profiler, TorchProfiler)
+                with _step_aside_for_code_profiler(profiler, run):
+                    yield run
+            else:
+                yield run
+        finally:
+            run.whole_run.close()
+            try:
+                if not run.yielded:
+                    with contextlib.suppress(*((CaptureError,) if yield_to_code_profiler else ())):
+                        run.written = profiler.stop()
+            finally:
+                run.markers = REGISTRY.manifest()
+
+
+@contextmanager
+def _step_aside_for_code_profiler(ours: TorchProfiler, run: ProfiledRun) -> Iterator[None]:
+    """Room for the code's own torch profiler. Kineto allows one profiler, so when the code
+    starts its own, ours stops first (after closing every range opened under it: a range ended
+    under another profiler session crashes Kineto) and discards what it recorded.
+    """
+    import torch.profiler.profiler as torch_profiler
+
+    original = torch_profiler._KinetoProfile.prepare_trace
+
+    def prepare(profile: Any) -> Any:
+        if not run.yielded and ours.active() is ours and profile is not ours._profile:
+            run.yielded = True
+            run.whole_run.close()
+            ours.stop_and_discard()
+        return original(profile)
+
+    torch_profiler._KinetoProfile.prepare_trace = prepare  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch_profiler._KinetoProfile.prepare_trace = original  # type: ignore[method-assign]
+
+
+__all__ = ["ProfiledRun", "profiled"]

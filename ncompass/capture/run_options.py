@@ -1,0 +1,131 @@
+"""What a run is asked to do and how it ended: ``RunOptions``, ``RunResult``, spec loading and
+the ``python -m ncompass run`` command line that repeats a run in a fresh process.
+
+The in-process runner (:mod:`ncompass.capture.runner`), the child run
+(:mod:`ncompass.capture.child_run`) and the session's script runs share these; none of them
+imports another for them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ncompass.spec.merge import merge_specs
+from ncompass.spec.models import RewriteConfig, TargetSpec
+
+if TYPE_CHECKING:
+    from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline
+
+
+@dataclass
+class RunOptions:
+    """What ``ncompass run`` was asked to do.
+
+    Attributes:
+        specs: Spec files or loaded specs, merged in order.
+        script: The script to run (or None with ``module``).
+        module: The module to run as ``-m`` (or None with ``script``).
+        args: Arguments for the script.
+        profiler: ``torch``, ``nvtx``, ``nvtx-trace`` (the NVTX recorder, in a child process)
+            or ``none``.
+        output_dir: Trace folder (default ``$NCOMPASS_TRACE_DIR`` or ``traces``).
+        trace_name: Trace file name without ``.json`` (default: ``<script>-<time>``); an
+            existing file of that name is replaced.
+        record_shapes / profile_memory / with_stack: torch profiler options.
+        nsys: Run under ``nsys profile`` (in a child process) and convert its report;
+            ``profiler`` is then ignored: markers are NVTX ranges.
+        nsys_args: More options for ``nsys profile``.
+        reexecuted: Internal: set in the child that ``nsys``/``nvtx-trace`` runs re-execute.
+    """
+
+    specs: Sequence[str | Path | RewriteConfig] = ()
+    script: str | None = None
+    module: str | None = None
+    args: list[str] = field(default_factory=list)
+    profiler: str = "torch"
+    output_dir: str | Path | None = None
+    trace_name: str | None = None
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    full_trace: bool = False
+    gpu_monitor: GpuMonitorOptions | None = None
+    nsys: bool = False
+    nsys_args: Sequence[str] = ()
+    reexecuted: bool = False
+
+
+@dataclass
+class RunResult:
+    """How the run ended and what it wrote."""
+
+    exit_code: int
+    trace_path: Path | None
+    sidecar_path: Path | None
+    markers: list[dict[str, Any]]
+    duration_s: float
+    config: RewriteConfig
+    gpu: GpuTimeline | None = None
+    unplaced: list[TargetSpec] = field(default_factory=list)
+
+
+def load_specs(
+    specs: Sequence[str | Path | RewriteConfig], default_context: str | None
+) -> RewriteConfig:
+    """Load and merge specs (files or objects). Raises SpecError naming the bad file and line."""
+    configs = [
+        spec if isinstance(spec, RewriteConfig) else RewriteConfig.from_yaml(spec) for spec in specs
+    ]
+    return merge_specs(configs, default_context)
+
+
+def run_command(
+    spec_files: Sequence[str | Path],
+    *,
+    output_dir: str | Path,
+    trace_name: str,
+    script: str | None = None,
+    module: str | None = None,
+    args: Sequence[str] = (),
+    profiler: str | None = None,
+    full_trace: bool = False,
+    options: Sequence[str] = (),
+    entry: str = "ncompass run",
+) -> list[str]:
+    """``python -m ncompass run ...``: the command that repeats a run in a fresh process.
+
+    Args:
+        spec_files: The specs, as files the new process can read.
+        output_dir / trace_name: Where the trace goes and its name.
+        script / module: What runs (exactly one).
+        args: The script's arguments.
+        profiler: ``--profiler`` (left out: the default, ``torch``).
+        full_trace: ``--full-trace``.
+        options: More options, placed before the script.
+        entry: The program: ``ncompass run``, or a module taking the same options
+            (``ncompass.session.discovery``).
+    """
+    program, _, command_name = entry.partition(" ")
+    command = [sys.executable, "-m", program, *([command_name] if command_name else [])]
+    if profiler is not None:
+        command += ["--profiler", profiler]
+    command += list(options)
+    command += ["--output-dir", str(output_dir), "--trace-name", trace_name]
+    for spec in spec_files:
+        command += ["--config", str(spec)]
+    if full_trace:
+        command.append("--full-trace")
+    if module is not None:
+        command += ["-m", module]
+    else:
+        script = script or ""
+        command.append(script if not script.startswith("-") else f".{os.sep}{script}")
+    return command + list(args)
+
+
+__all__ = ["RunOptions", "RunResult", "load_specs", "run_command"]
