@@ -117,19 +117,25 @@ def test_idle_markers_record_nothing_and_allocate_nothing() -> None:
             finally:
                 __nc_exit_1(__nc_h1)
 
+    def growth() -> tuple[int, int]:
+        tracemalloc.start()
+        try:
+            before, _ = tracemalloc.get_traced_memory()
+            blocks_before = sys.getallocatedblocks()
+            run(20_000)
+            blocks_after = sys.getallocatedblocks()
+            after, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        return after - before, blocks_after - blocks_before
+
     run(1000)  # warm up specialisation caches
-    tracemalloc.start()
-    try:
-        before, _ = tracemalloc.get_traced_memory()
-        blocks_before = sys.getallocatedblocks()
-        run(20_000)
-        blocks_after = sys.getallocatedblocks()
-        after, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    # tracemalloc sees every thread (pytest-xdist's I/O thread too): an allocation of the
+    # markers shows in every attempt, another thread's now and then, so the least one counts
+    grown_bytes, grown_blocks = min(growth() for _ in range(3))
     assert calls == [], "a dynamic name is only computed when a profiler records"
-    assert after - before < 1024
-    assert blocks_after - blocks_before < 16
+    assert grown_bytes < 1024
+    assert grown_blocks < 16
     assert __nc_enter_1() is __nc_enter_1(), "the idle handle is one shared object"
 
 
