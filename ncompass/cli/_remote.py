@@ -17,6 +17,10 @@ from ncompass.remote.fetch import ChunkProgress, FetchReport
 if TYPE_CHECKING:
     from ncompass.remote.jobs import JobsClient
 
+# how long `jobs fetch` looks for the packs of a job that was stopped (its ranks pack their
+# traces after Ray has marked it ended)
+_STOPPED_PACK_SETTLE_S = 20.0
+
 _ADDRESS = click.option(
     "--address",
     metavar="URL",
@@ -365,7 +369,11 @@ def fetch_command(job_id: str, address: str | None, output_dir: Path | None, top
         )
     job_dir = trace_dir(output_dir).resolve() / job_id
     try:
-        report = fetch_job(dashboard, job_id, job_dir, on_chunk=reporter.progress)
+        # a stopped job's ranks may still be packing their traces when Ray marks it ended
+        settle_s = _STOPPED_PACK_SETTLE_S if status == "STOPPED" else 0.0
+        report = fetch_job(
+            dashboard, job_id, job_dir, on_chunk=reporter.progress, settle_s=settle_s
+        )
     except KeyboardInterrupt:
         reporter.status(
             f"ncompass: fetch interrupted; run `ncompass jobs fetch {job_id}` again to resume"

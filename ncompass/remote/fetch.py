@@ -31,6 +31,7 @@ LOCK_NAME = ".fetch.lock"
 DOWNLOAD_ATTEMPTS = 3
 RETRY_PAUSE_S = 0.5
 _HASH_BLOCK = 1 << 20
+_SETTLE_POLL_S = 0.5
 
 
 class DamagedChunkError(RemoteError):
@@ -139,14 +140,23 @@ def fetch_job(
     job_dir: Path,
     *,
     on_chunk: Callable[[ChunkProgress], None] | None = None,
+    settle_s: float = 0.0,
 ) -> FetchReport:
     """Fetch every file job ``job_id`` packed into ``job_dir``; resume what is half done.
+
+    Args:
+        settle_s: How long to keep looking when the job left no pack yet: a job that was just
+            stopped is marked ended while its ranks are still writing and packing their traces.
 
     Raises:
         RemoteError: the job left nothing to fetch, a chunk is corrupt, or a file cannot be
             written (each names the file, the node or the address).
     """
     packs = find_packs(dashboard, job_id)
+    deadline = time.monotonic() + settle_s
+    while not packs and time.monotonic() < deadline:
+        time.sleep(_SETTLE_POLL_S)
+        packs = find_packs(dashboard, job_id)
     if not packs:
         raise RemoteError(
             f"job {job_id} has no packed traces on the Ray cluster at {dashboard.cluster.url}: "
