@@ -34,6 +34,10 @@ RAY = Path(sys.executable).with_name("ray")
 OBJECT_STORE_BYTES = 80_000_000
 
 
+class PortTaken(RuntimeError):
+    """``ray start`` failed because a port chosen for it was taken meanwhile."""
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -90,20 +94,33 @@ class LocalRayCluster:
         )
         return env
 
-    def start(self, resources: str, num_cpus: int = 2) -> None:
-        """Start the head node; raise with Ray's output if it does not come up."""
+    def start(self, resources: str, num_cpus: int = 2, attempts: int = 3) -> None:
+        """Start the head node; raise with Ray's output if it does not come up.
+
+        A port found free can be taken by another process (often one of Ray's own, which
+        bind random ports while the head starts) before Ray binds it; such a start is
+        cleaned up and tried again on fresh ports.
+        """
         started = time.perf_counter()
-        self._ray_start(
-            "--head",
-            f"--port={self.gcs_port}",
-            f"--dashboard-port={self.dashboard_port}",
-            "--dashboard-host=127.0.0.1",
-            "--include-dashboard=true",
-            f"--temp-dir={self.temp_dir}",
-            f"--ray-client-server-port={_free_port()}",
-            resources=resources,
-            num_cpus=num_cpus,
-        )
+        for attempt in range(1, attempts + 1):
+            try:
+                self._ray_start(
+                    "--head",
+                    f"--port={self.gcs_port}",
+                    f"--dashboard-port={self.dashboard_port}",
+                    "--dashboard-host=127.0.0.1",
+                    "--include-dashboard=true",
+                    f"--temp-dir={self.temp_dir}",
+                    f"--ray-client-server-port={_free_port()}",
+                    resources=resources,
+                    num_cpus=num_cpus,
+                )
+                break
+            except PortTaken:
+                if attempt == attempts:
+                    raise
+                self._end_processes()
+                self.gcs_port, self.dashboard_port = _free_port(), _free_port()
         self._wait_for_dashboard()
         self.startup_s = time.perf_counter() - started
 
@@ -122,6 +139,13 @@ class LocalRayCluster:
         Raises:
             RuntimeError: some of its processes are still alive afterwards.
         """
+        self._end_processes()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        left = self.leftovers()
+        if left:
+            raise RuntimeError(f"Ray processes left running after the cluster stopped: {left}")
+
+    def _end_processes(self) -> None:
         ours = self.processes()
         for pid in ours:
             _signal(pid, signal.SIGTERM)
@@ -134,10 +158,6 @@ class LocalRayCluster:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(_alive(pid) for pid in ours):
             time.sleep(0.1)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
-        left = self.leftovers()
-        if left:
-            raise RuntimeError(f"Ray processes left running after the cluster stopped: {left}")
 
     def leftovers(self) -> set[int]:
         """Processes of this cluster still alive (should be none after ``stop``)."""
@@ -173,6 +193,8 @@ class LocalRayCluster:
         )
         self.sessions.append(process.pid)
         output, _ = process.communicate(timeout=180)
+        if process.returncode != 0 and ("already in use" in output or "already occupied" in output):
+            raise PortTaken(output[-4000:])
         if process.returncode != 0:
             raise RuntimeError(f"ray start failed ({process.returncode}):\n{output[-4000:]}")
 
