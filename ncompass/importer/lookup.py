@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 from ncompass.errors import SpecError
@@ -43,15 +44,31 @@ def _path_spec(name: str) -> importlib.machinery.ModuleSpec | None:
     spec: importlib.machinery.ModuleSpec | None = None
     parts = name.split(".")
     for depth in range(1, len(parts) + 1):
-        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:depth]), search)
+        # Found by its own name inside the folders of its parent: a dotted name would make
+        # the finder read the parent from sys.modules, which is not imported.
+        spec = importlib.machinery.PathFinder.find_spec(parts[depth - 1], search)
         if spec is None:
             return None
         if depth < len(parts):
-            locations = spec.submodule_search_locations
-            if locations is None:
+            if spec.submodule_search_locations is None:
                 return None
-            search = list(locations)
+            search = _package_folders(spec, parts[depth - 1], search)
     return spec
+
+
+def _package_folders(
+    spec: importlib.machinery.ModuleSpec, name: str, search: list[str] | None
+) -> list[str]:
+    """Where a package's submodules are found, without importing the package.
+
+    A namespace package (a folder without ``__init__.py``) computes its folders from its
+    parent module in ``sys.modules`` when they are read, which is wrong or fails for a parent
+    not imported; its folders are the ``name`` folders on the search path instead.
+    """
+    if spec.origin is not None:
+        return list(spec.submodule_search_locations or [])
+    entries = search if search is not None else [entry or "." for entry in sys.path]
+    return [folder for entry in entries if os.path.isdir(folder := os.path.join(entry, name))]
 
 
 def file_source(path: str | os.PathLike[str]) -> Path:
