@@ -46,8 +46,40 @@ def marker_spans(manifest: Iterable[Mapping[str, Any]]) -> list[MarkerSpan]:
     for site in manifest:
         file, start, end = site.get("file"), site.get("start_line"), site.get("end_line")
         if isinstance(file, str) and isinstance(start, int) and isinstance(end, int):
-            spans.append(MarkerSpan(str(site.get("name")), _real(file), start, end))
+            name = str(site.get("name"))
+            spans.append(
+                MarkerSpan(_pattern(name) if site.get("dynamic") else name, _real(file), start, end)
+            )
     return spans
+
+
+def _pattern(template: str) -> str:
+    """A templated marker name with each ``{expr}`` field shown as ``*``.
+
+    A compiled kernel comes from the marker's lines, not from one call of it, so which value a
+    field had (``block[{self.index}]``: which block) is not known: the kernel belongs to
+    ``block[*]``, all of them. Doubled braces are literal ones.
+    """
+    shown: list[str] = []
+    depth = 0
+    position = 0
+    while position < len(template):
+        pair = template[position : position + 2]
+        if depth == 0 and pair in ("{{", "}}"):
+            shown.append(pair[0])
+            position += 2
+            continue
+        character = template[position]
+        if character == "{":
+            if depth == 0:
+                shown.append("*")
+            depth += 1
+        elif character == "}" and depth:
+            depth -= 1
+        elif depth == 0:
+            shown.append(character)
+        position += 1
+    return "".join(shown)
 
 
 def kernel_markers(kernel: CompiledKernel, spans: Sequence[MarkerSpan]) -> list[str]:

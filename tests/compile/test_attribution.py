@@ -396,3 +396,22 @@ def test_torch_compiles_own_phase_ranges_are_setup_not_markers(compiled_run: Com
     assert phases["ranges"] > 10 and phases["total_us"] > 0
     markdown = _summarize(str(compiled_run.trace))
     assert f"torch.compile compiled during the trace: {phases['ranges']} ranges" in markdown
+
+
+def test_a_templated_marker_name_shows_its_fields_as_stars() -> None:
+    from ncompass.capture.compiled_kernels import CompiledKernel, SourceLine
+    from ncompass.capture.kernel_markers import attribute_kernels
+
+    manifest = [
+        {
+            "name": "block[{self.index}]{{x}}",
+            "dynamic": True,
+            "file": "/src/block.py",
+            "start_line": 5,
+            "end_line": 9,
+        },
+        {"name": "literal{x}", "file": "/src/block.py", "start_line": 7, "end_line": 7},
+    ]
+    kernel = CompiledKernel("cpp_fused_relu_0", 0, [(SourceLine("/src/block.py", 7),)])
+    attribution = attribute_kernels([kernel], manifest)
+    assert attribution.markers_of("graph_0_cpp_fused_relu_0") == ["literal{x}", "block[*]{x}"]
