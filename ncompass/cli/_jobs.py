@@ -152,28 +152,14 @@ def connect_command(address: str, token_stdin: bool, gpu_resource: str | None) -
 
     The settings file is written owner-only (0600, in a 0700 folder).
     """
-    from ncompass.remote.address import Cluster, check_reachable, normalize_address
-    from ncompass.remote.config import load_config, save_config
-    from ncompass.remote.dashboard import Dashboard
+    from ncompass.remote.connect import connect
 
-    settings = load_config()
-    url = normalize_address(address)
-    # A token saved for another cluster is not sent to this one.
-    kept = settings.config.token if settings.config.address == url else None
-    token = sys.stdin.readline().strip() if token_stdin else kept
-    headers = dict(settings.config.headers)
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    cluster = Cluster(url, "ncompass jobs connect", headers)
-    check_reachable(cluster)
-    version = Dashboard(cluster).ray_version()
-    update: dict[str, object] = {"address": url, "token": token or None}
-    if gpu_resource:
-        update["gpu_resource"] = gpu_resource
-    path = save_config(settings.config.model_copy(update=update), settings.path)
+    token = sys.stdin.readline().strip() if token_stdin else None
+    saved = connect(address, token=token, gpu_resource=gpu_resource)
     click.echo(
-        f"ncompass: Ray {version} answers at {url}; saved as the default cluster in {path}"
-        f"{' with its token' if token else ''} (readable by you only)",
+        f"ncompass: Ray {saved.ray_version} answers at {saved.url}; saved as the default cluster "
+        f"in {saved.settings_path}{' with its token' if saved.with_token else ''} (readable by "
+        "you only)",
         err=True,
     )
 
