@@ -4,11 +4,12 @@ Ray is optional (``pip install 'ncompass[remote]'``) and imported only when a jo
 or listed: importing this package never imports it. ``ncompass submit`` and ``ncompass jobs``
 are the command line; the same steps are here for Python::
 
-    from ncompass.remote import SubmitOptions, submit
+    from ncompass.remote import SubmitOptions, fetch_ended_job, submit
 
     result = submit(SubmitOptions(script="train.py", specs=[Path("attn.yaml")], gpus=2), reporter)
     result.fetch.rank_traces()   # [(0, Path("traces/<job>/train-rank0.json")), ...]
     result.merged                # traces/<job>/train-merged.json
+    fetch_ended_job(result.job_id, reporter)   # later, what `ncompass jobs fetch` does
 """
 
 from __future__ import annotations
