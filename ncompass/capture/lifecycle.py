@@ -25,7 +25,6 @@ from ncompass.spec.models import RewriteConfig
 
 if TYPE_CHECKING:
     from ncompass.capture.backends.base import ProfilerBackend
-    from ncompass.capture.backends.torch import TorchProfiler
 
 
 @dataclass
@@ -88,7 +87,12 @@ def profiled(
                 from ncompass.capture.backends.torch import TorchProfiler
 
                 assert isinstance(profiler, TorchProfiler)
-                with _step_aside_for_code_profiler(profiler, run):
+
+                def step_aside() -> None:
+                    run.yielded = True
+                    run.whole_run.close()
+
+                with profiler.room_for_code_profiler(before_stepping_aside=step_aside):
                     yield run
             else:
                 yield run
@@ -100,30 +104,6 @@ def profiled(
                         run.written = profiler.stop()
             finally:
                 run.markers = REGISTRY.manifest()
-
-
-@contextmanager
-def _step_aside_for_code_profiler(ours: TorchProfiler, run: ProfiledRun) -> Iterator[None]:
-    """Room for the code's own torch profiler. Kineto allows one profiler, so when the code
-    starts its own, ours stops first (after closing every range opened under it: a range ended
-    under another profiler session crashes Kineto) and discards what it recorded.
-    """
-    import torch.profiler.profiler as torch_profiler
-
-    original = torch_profiler._KinetoProfile.prepare_trace
-
-    def prepare(profile: Any) -> Any:
-        if not run.yielded and ours.active() is ours and profile is not ours._profile:
-            run.yielded = True
-            run.whole_run.close()
-            ours.stop_and_discard()
-        return original(profile)
-
-    torch_profiler._KinetoProfile.prepare_trace = prepare  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        torch_profiler._KinetoProfile.prepare_trace = original  # type: ignore[method-assign]
 
 
 __all__ = ["ProfiledRun", "profiled"]

@@ -30,8 +30,8 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "The iterative loop: run, drill, run again.",
     ),
     "monitor": ("ncompass.cli._monitor:monitor_command", "GPU utilisation while a command runs."),
-    "submit": ("ncompass.cli._remote:submit_command", "Run a profiled job on a Ray cluster."),
-    "jobs": ("ncompass.cli._remote:jobs_group", "Ray cluster jobs: list, logs, stop, fetch."),
+    "submit": ("ncompass.cli._submit:submit_command", "Run a profiled job on a Ray cluster."),
+    "jobs": ("ncompass.cli._jobs:jobs_group", "Ray cluster jobs: list, logs, stop, fetch."),
     "convert": (
         "ncompass.cli._convert:convert_command",
         "Convert an Nsight Systems report to a Chrome trace.",

@@ -75,38 +75,10 @@ def breakdown_command(
     if as_json:
         click.echo(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())
         return
-    from ncompass.analysis.markdown_report import format_duration
+    from ncompass.analysis.breakdown_table import breakdown_lines
 
-    header = f"{'rank':>5} {'span':>11} {'compute':>18} {'non-compute':>18} {'idle':>18} "
-    click.echo(header + f"{'host-bound idle':>18} {'GPU events':>10}")
-    for rank in result.ranks:
-        span = rank.kernel_span_us
-
-        def cell(value: float, span: float = span) -> str:
-            share = f"{value / span:6.1%}" if span > 0 else "     -"
-            return f"{format_duration(value):>11} {share}"
-
-        click.echo(
-            f"{rank.rank:>5} {format_duration(span):>11} {cell(rank.compute_us)} "
-            f"{cell(rank.non_compute_us)} {cell(rank.idle_us)} "
-            f"{cell(rank.idle_gaps.host_bound_us)} {rank.gpu_events:>10}"
-        )
-    click.echo(
-        "kernel types over ranks: "
-        f"computation {format_duration(result.computation_us)}, "
-        f"communication {format_duration(result.communication_us)}, "
-        f"memory {format_duration(result.memory_us)}"
-    )
-    for rank in result.ranks:
-        launches = rank.launches
-        if launches.linked:
-            click.echo(
-                f"rank {rank.rank} launches: {launches.linked}/{launches.gpu_events} linked, "
-                f"median delay {format_duration(launches.launch_delay_us.median)}, "
-                f"median CPU launch {format_duration(launches.launch_cpu_us.median)}, "
-                f"median GPU {format_duration(launches.gpu_duration_us.median)}, "
-                f"{launches.shorter_than_launch} shorter than their launch"
-            )
+    for line in breakdown_lines(result):
+        click.echo(line)
 
 
 @click.command("filter")

@@ -11,6 +11,7 @@ from ncompass._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ncompass.importer.hook import (
+        FULL_TRACE_MARKER,
         NotRewrittenWarning,
         active_config,
         disable_rewrites,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 # public name -> module that defines it (imported on first use: the rewriter needs libcst)
 _LAZY: dict[str, str] = {
+    "FULL_TRACE_MARKER": "ncompass.importer.hook",
     "enable_rewrites": "ncompass.importer.hook",
     "disable_rewrites": "ncompass.importer.hook",
     "enable_full_trace_mode": "ncompass.importer.hook",
@@ -43,6 +45,7 @@ _LAZY: dict[str, str] = {
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = [
+    "FULL_TRACE_MARKER",
     "REGISTRY",
     "NotRewrittenWarning",
     "ReimportWarning",

@@ -145,6 +145,7 @@ def disable_rewrites() -> None:
             restore_in_place(record, _loaded(record.name, record.path))
 
 
+# the name of the whole-run range in traces; the session recognises it by this one constant
 FULL_TRACE_MARKER = "ncompass.full_trace"
 _full_trace_range: WholeRunRange | None = None
 

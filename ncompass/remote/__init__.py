@@ -4,11 +4,12 @@ Ray is optional (``pip install 'ncompass[remote]'``) and imported only when a jo
 or listed: importing this package never imports it. ``ncompass submit`` and ``ncompass jobs``
 are the command line; the same steps are here for Python::
 
-    from ncompass.remote import SubmitOptions, submit
+    from ncompass.remote import SubmitOptions, fetch_ended_job, submit
 
     result = submit(SubmitOptions(script="train.py", specs=[Path("attn.yaml")], gpus=2), reporter)
     result.fetch.rank_traces()   # [(0, Path("traces/<job>/train-rank0.json")), ...]
     result.merged                # traces/<job>/train-merged.json
+    fetch_ended_job(result.job_id, reporter)   # later, what `ncompass jobs fetch` does
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ if TYPE_CHECKING:
         UploadTooLargeError,
     )
     from ncompass.remote.fetch import FetchReport, fetch_job
+    from ncompass.remote.job_fetch import FetchedJob, fetch_ended_job
     from ncompass.remote.job_plan import JOB_ID_ENV, REMOTE_ENV, JobPlan, RankLayout
     from ncompass.remote.jobs import JobsClient, JobState
-    from ncompass.remote.submission import Reporter, SubmitOptions, SubmitResult, submit
+    from ncompass.remote.reporter import Reporter
+    from ncompass.remote.submission import SubmitOptions, SubmitResult, submit
 
 # Imported on first use: the job-side modules of this package (``python -m
 # ncompass.remote.launch`` on the cluster) must start with the standard library only, and
@@ -48,13 +51,15 @@ _LAZY: dict[str, str] = {
     "UploadTooLargeError": "ncompass.remote.errors",
     "FetchReport": "ncompass.remote.fetch",
     "fetch_job": "ncompass.remote.fetch",
+    "FetchedJob": "ncompass.remote.job_fetch",
+    "fetch_ended_job": "ncompass.remote.job_fetch",
     "JOB_ID_ENV": "ncompass.remote.job_plan",
     "REMOTE_ENV": "ncompass.remote.job_plan",
     "JobPlan": "ncompass.remote.job_plan",
     "RankLayout": "ncompass.remote.job_plan",
     "JobsClient": "ncompass.remote.jobs",
     "JobState": "ncompass.remote.jobs",
-    "Reporter": "ncompass.remote.submission",
+    "Reporter": "ncompass.remote.reporter",
     "SubmitOptions": "ncompass.remote.submission",
     "SubmitResult": "ncompass.remote.submission",
     "submit": "ncompass.remote.submission",
@@ -70,6 +75,7 @@ __all__ = [
     "Cluster",
     "ClusterUnreachableError",
     "FetchReport",
+    "FetchedJob",
     "JobNotFoundError",
     "JobPlan",
     "JobState",
@@ -82,6 +88,7 @@ __all__ = [
     "SubmitOptions",
     "SubmitResult",
     "UploadTooLargeError",
+    "fetch_ended_job",
     "fetch_job",
     "load_config",
     "resolve_cluster",

@@ -39,7 +39,8 @@ from ncompass.remote.pack import (
     write_manifest,
 )
 
-RANK_MODULE = "ncompass.remote.rank"
+# the rank's entry point (``python -m ncompass`` with its signal handling; see remote/rank.py)
+RANK_MODULE = "ncompass._rank_main"
 RUN_FOLDER = "run"
 LOOPBACK = "127.0.0.1"
 FAILURE_GRACE_ENV = environment_variables.NCOMPASS_REMOTE_FAILURE_GRACE_S

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import ncompass
 from ncompass.capture.trace_files import safe_name, trace_dir
@@ -29,28 +29,17 @@ from ncompass.remote.cluster_python import COMMAND_NOT_FOUND, python_not_found
 from ncompass.remote.config import ConfigFile, load_config
 from ncompass.remote.dashboard import Dashboard
 from ncompass.remote.errors import RemoteError
-from ncompass.remote.fetch import ChunkProgress, FetchReport, fetch_job
+from ncompass.remote.fetch import FetchReport
+from ncompass.remote.job_fetch import describe_fetch, fetch_traces
 from ncompass.remote.job_plan import JobPlan, RankLayout, run_arguments
 from ncompass.remote.jobs import JobsClient, JobState, require_ray, runtime_environment
 from ncompass.remote.rank_traces import merge_ranks
+from ncompass.remote.reporter import Reporter
 from ncompass.remote.staged_specs import StagedSpec, stage_specs
 from ncompass.remote.upload import Upload, check_size, collect_upload, write_archive
 
 PENDING_HINT_AFTER_S = 15.0
 DETACHED_EXIT_CODE = 130
-
-
-class Reporter(Protocol):
-    """Where a submission tells what happens."""
-
-    def status(self, message: str) -> None:
-        """One line of ncompass's own (the CLI prints it on stderr)."""
-
-    def output(self, text: str) -> None:
-        """The job's output, as it comes (the CLI prints it on stdout)."""
-
-    def progress(self, event: ChunkProgress) -> None:
-        """One chunk of a fetch done."""
 
 
 @dataclass
@@ -376,9 +365,7 @@ def _python_not_found(state: JobState, client: JobsClient | None) -> str | None:
 def collect(client: JobsClient, result: SubmitResult, reporter: Reporter) -> None:
     """Fetch the job's traces and merge its ranks; problems are reported, not raised."""
     try:
-        report = fetch_job(
-            Dashboard(client.cluster), result.job_id, result.job_dir, on_chunk=reporter.progress
-        )
+        report = fetch_traces(Dashboard(client.cluster), result.job_id, result.job_dir, reporter)
     except NcompassError as error:
         result.problems.append(str(error))
         reporter.status(f"ncompass: traces not fetched: {error}")
@@ -391,30 +378,11 @@ def collect(client: JobsClient, result: SubmitResult, reporter: Reporter) -> Non
         result.exit_code = DETACHED_EXIT_CODE
         return
     result.fetch = report
-    reporter.status(describe_fetch(report))
     try:
         result.merged = merge_ranks(report)
     except NcompassError as error:
         result.problems.append(str(error))
         reporter.status(f"ncompass: ranks not merged: {error}")
-
-
-def describe_fetch(report: FetchReport) -> str:
-    """One line on what a fetch did."""
-    files = len(report.local_paths)
-    counted = f"{files} file{'s' if files != 1 else ''} ({format_size(report.total_bytes)})"
-    if report.present and not report.written:
-        verb, folder = ("are" if files != 1 else "is"), report.job_dir
-        return f"ncompass: nothing new to fetch: the job's {counted} {verb} already in {folder}"
-    parts = [counted]
-    if report.present:
-        parts.append(f"{len(report.present)} already here")
-    if report.chunks_reused:
-        parts.append(f"resumed: {report.chunks_reused} chunks were already here")
-    line = f"ncompass: fetched {', '.join(parts)} into {report.job_dir}"
-    for kept, saved in report.diverted:
-        line += f"\nncompass: {kept} differs from the job's copy and was kept; the job's is {saved}"
-    return line
 
 
 def _script_in_upload(script: str, root: Path) -> str:

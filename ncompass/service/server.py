@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import threading
 import time
@@ -10,6 +9,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ncompass._net import is_loopback
 from ncompass.analysis.providers.base import AnalysisProvider
 from ncompass.errors import NcompassError
 from ncompass.service.limits import ServiceLimits
@@ -19,16 +19,6 @@ LOOPBACK = "127.0.0.1"
 
 class ServiceStartError(NcompassError):
     """The service cannot listen where it was asked to, or does not come up."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is only reachable from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def listen(host: str, port: int) -> socket.socket:

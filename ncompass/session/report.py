@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ncompass.importer import FULL_TRACE_MARKER
 from ncompass.runtime.names import trace_safe_name
 from ncompass.session.answer import Answer
 from ncompass.session.history import IterationRecord, MarkerChange, MarkerTime, history_changes
@@ -37,7 +38,7 @@ def where(record: IterationRecord, marker: str) -> str:
     (the function is left out when the marker is named after it)."""
     site = _site(record, marker)
     if site is None:
-        return "the whole run" if marker == "ncompass.full_trace" else "unknown source"
+        return "the whole run" if marker == FULL_TRACE_MARKER else "unknown source"
     start, end = site.get("start_line"), site.get("end_line")
     lines = f"line {start}" if start == end else f"lines {start}-{end}"
     place = f"{lines} of {_shown_path(str(site.get('file') or site.get('module')))}"

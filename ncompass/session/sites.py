@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ncompass.importer import FULL_TRACE_MARKER
 from ncompass.runtime.names import trace_safe_name
 from ncompass.session.history import IterationRecord
-
-FULL_TRACE_MARKER = "ncompass.full_trace"
 
 
 def hot_sites(record: IterationRecord) -> list[tuple[dict[str, Any], float]]:

@@ -1,30 +1,15 @@
 """Load spec files and dicts into :class:`RewriteConfig`, with every error at a file and line.
 
-YAML is composed into nodes first so that each value keeps the line it was written on; pydantic's
-error locations (``targets.0.functions.1.qualname``) are then mapped back to those lines, and the
-markers remember their own line for the errors the rewriter finds later.
+The function form of ``RewriteConfig.from_yaml`` / ``from_dict`` / ``to_yaml``; the file format
+(lines, errors, YAML) is :mod:`ncompass.spec.file_format`.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ValidationError
-
-from ncompass.errors import SpecError
-from ncompass.spec.bounded_yaml import MAX_YAML_BYTES, YamlLimitError, compose_bounded
-from ncompass.spec.legacy import Version0Error, Version0Spec, convert_version_0, is_version_0
-from ncompass.spec.models import SPEC_VERSION, RewriteConfig, TargetSpec
-
-Location = tuple[str | int, ...]
-# Keys whose values are kept as written (YAML would turn some hex hashes into numbers).
-_VERBATIM_KEYS = frozenset({"sha256"})
-_MARKER_LISTS = ("functions", "calls", "ranges", "replace")
+from ncompass.spec.models import RewriteConfig
 
 
 def load_spec(path: str | Path) -> RewriteConfig:
@@ -39,46 +24,7 @@ def load_spec(path: str | Path) -> RewriteConfig:
     Raises:
         SpecError: naming the file and the line of the first problem, and what to do.
     """
-    spec_path = Path(path)
-    try:
-        text = _read_bounded(spec_path)
-    except FileNotFoundError:
-        raise SpecError(
-            "spec file not found; check the path given to --config", spec_path
-        ) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(f"cannot read spec file: {error}", spec_path) from None
-    data, lines = _parse_with_lines(text, spec_path)
-    if data is None:
-        raise SpecError(
-            "the spec file is empty; it needs at least 'version: 1' and 'targets:'", spec_path, 1
-        )
-    if not isinstance(data, dict):
-        raise SpecError("a spec must be a mapping with 'version' and 'targets'", spec_path, 1)
-    if "version" not in data and not is_version_0(data):
-        raise SpecError(
-            f"missing 'version' (this ncompass writes version {SPEC_VERSION}; add 'version: 1')",
-            spec_path,
-            1,
-        )
-    config, legacy = _validate(data, spec_path, lines)
-    config._path = spec_path.resolve()
-    _resolve_relative_files(config, spec_path.resolve().parent)
-    _attach_lines(config, _v0_lines(lines, legacy) if legacy is not None else lines)
-    return config
-
-
-def _read_bounded(path: Path) -> str:
-    """The text of a spec file no larger than :data:`MAX_YAML_BYTES`."""
-    with open(path, "rb") as handle:
-        raw = handle.read(MAX_YAML_BYTES + 1)
-    if len(raw) > MAX_YAML_BYTES:
-        raise SpecError(
-            f"the spec file is larger than {MAX_YAML_BYTES >> 20} MiB, the most ncompass reads; "
-            "a spec names targets and markers and is a few KiB",
-            path,
-        )
-    return raw.decode("utf-8")
+    return RewriteConfig.from_yaml(path)
 
 
 def spec_from_dict(data: dict[str, Any]) -> RewriteConfig:
@@ -87,203 +33,12 @@ def spec_from_dict(data: dict[str, Any]) -> RewriteConfig:
     Raises:
         SpecError: describing the first problem and its location inside the dict.
     """
-    if not isinstance(data, dict):
-        raise SpecError(f"a spec must be a dict, got {type(data).__name__}")
-    return _validate(data, None, {})[0]
-
-
-class _SpecDumper(yaml.SafeDumper):
-    """Writes ``lines: [150, 162]`` on one line, as people write it."""
-
-
-def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
-    flow = len(data) <= 4 and all(isinstance(item, int | float) for item in data)
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
-
-
-_SpecDumper.add_representer(list, _represent_list)
+    return RewriteConfig.from_dict(data)
 
 
 def dump_yaml(config: RewriteConfig) -> str:
     """The config as version 1 YAML, keys in the order of the spec reference."""
-    return yaml.dump(
-        config.to_dict(), Dumper=_SpecDumper, sort_keys=False, allow_unicode=True, width=100
-    )
-
-
-def _validate(
-    data: dict[str, Any], path: Path | None, lines: dict[Location, int]
-) -> tuple[RewriteConfig, Version0Spec | None]:
-    """The config, and for a version 0 spec its conversion (where each entry came from)."""
-    legacy: Version0Spec | None = None
-    if is_version_0(data):
-        try:
-            legacy = convert_version_0(data)
-        except Version0Error as error:
-            line = _closest_line(error.location, lines) if path else None
-            message = error.detail
-            if path is None and error.location:
-                message = f"{_dotted(error.location)}: {message}"
-            raise SpecError(message, path, line) from None
-        data = legacy.data
-    try:
-        return RewriteConfig.model_validate(data), legacy
-    except ValidationError as error:
-        first = error.errors()[0]
-        location: Location = tuple(first["loc"])
-        shown = legacy.origin(location) if legacy is not None else location
-        line = _closest_line(shown, lines) if path else None
-        message = _describe(first, location)
-        if path is None and shown:
-            message = f"{_dotted(shown)}: {message}"
-        raise SpecError(message, path, line) from None
-
-
-def _v0_lines(lines: dict[Location, int], legacy: Version0Spec) -> dict[Location, int]:
-    """Version 1 locations → the lines of the version 0 entries they came from."""
-    found: dict[Location, int] = {}
-    for location, origin in legacy.origins.items():
-        line = lines.get(origin)
-        if line is not None:
-            found[location] = line
-    return found
-
-
-def _describe(error: Any, location: Location) -> str:
-    """One pydantic error as a sentence a user can act on."""
-    kind = error["type"]
-    if kind == "extra_forbidden" and location:
-        key = str(location[-1])
-        expected = _allowed_keys(location[:-1])
-        close = difflib.get_close_matches(key, expected, n=1)
-        hint = (
-            f"; did you mean {close[0]!r}?" if close else f"; expected one of {', '.join(expected)}"
-        )
-        return f"unknown key {key!r}{hint}"
-    if "lines" in location and kind != "value_error":
-        return "lines must be [start, end]: two 1-based line numbers of the original file"
-    if kind == "missing" and location:
-        return f"missing required key {str(location[-1])!r}"
-    message = str(error["msg"]).removeprefix("Value error, ")
-    if location:
-        return f"{location[-1]}: {message}" if kind != "value_error" else message
-    return message
-
-
-def _allowed_keys(location: Location) -> list[str]:
-    """The keys a spec entry at ``location`` may have (aliases, as written in YAML)."""
-    model: type[BaseModel] = RewriteConfig
-    for step in location:
-        if isinstance(step, int):
-            continue
-        field = model.model_fields.get(str(step))
-        if field is None:
-            field = next((f for f in model.model_fields.values() if f.alias == step), None)
-        annotation = getattr(field, "annotation", None)
-        inner = getattr(annotation, "__args__", (annotation,))
-        model_types = [t for t in inner if isinstance(t, type) and issubclass(t, BaseModel)]
-        if not model_types:
-            break
-        model = model_types[0]
-    return sorted(field.alias or name for name, field in model.model_fields.items())
-
-
-def _dotted(location: Location) -> str:
-    return ".".join(str(step) for step in location)
-
-
-def _closest_line(location: Location, lines: dict[Location, int]) -> int | None:
-    """The line of the deepest part of ``location`` the YAML recorded."""
-    for depth in range(len(location), -1, -1):
-        line = lines.get(location[:depth])
-        if line is not None:
-            return line
-    return None
-
-
-def _resolve_relative_files(config: RewriteConfig, spec_dir: Path) -> None:
-    for target in config.targets:
-        target._spec_path = config.path
-        if target.file is not None and not Path(target.file).is_absolute():
-            target.file = str((spec_dir / target.file).resolve())
-
-
-def _attach_lines(config: RewriteConfig, lines: dict[Location, int]) -> None:
-    config._line = lines.get(())
-    config._context_line = lines.get(("context",))
-    for index, target in enumerate(config.targets):
-        target._line = lines.get(("targets", index))
-        for kind, position, marker in _markers_with_positions(target):
-            marker._line = lines.get(("targets", index, kind, position))
-
-
-def _markers_with_positions(target: TargetSpec) -> Iterator[tuple[str, int, Any]]:
-    for kind in _MARKER_LISTS:
-        for position, marker in enumerate(getattr(target, kind)):
-            yield kind, position, marker
-
-
-def _parse_with_lines(text: str, path: Path) -> tuple[Any, dict[Location, int]]:
-    """Parse YAML (or JSON) into Python data and a map from location to 1-based line."""
-    try:
-        node = compose_bounded(text)
-    except YamlLimitError as error:
-        mark = error.problem_mark
-        raise SpecError(str(error.problem), path, mark.line + 1 if mark else None) from None
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = error.problem or "invalid YAML"
-        raise SpecError(f"invalid YAML: {problem}", path, line) from None
-    except yaml.YAMLError as error:
-        if path.suffix == ".json":
-            return _parse_json(text, path), {}
-        raise SpecError(f"invalid YAML: {error}", path) from None
-    if node is None:
-        return None, {}
-    builder = _LinedBuilder(path)
-    return builder.build(node, ()), builder.lines
-
-
-def _parse_json(text: str, path: Path) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise SpecError(f"invalid JSON: {error.msg}", path, error.lineno) from None
-    except RecursionError:
-        raise SpecError("invalid JSON: values nest too deeply", path) from None
-
-
-class _LinedBuilder:
-    """Builds Python data from a YAML node tree, recording the line of every location."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lines: dict[Location, int] = {}
-        # scalars keep YAML's own typing rules (true, 1, 2.5, null, ...)
-        self._scalars = yaml.SafeLoader("")
-
-    def build(self, node: yaml.Node, location: Location) -> Any:
-        self.lines[location] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            result: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self._scalars.construct_object(key_node)
-                line = key_node.start_mark.line + 1
-                if key in result:
-                    raise SpecError(f"duplicate key {key!r}", self.path, line)
-                child = (*location, key)
-                if key in _VERBATIM_KEYS and isinstance(value_node, yaml.ScalarNode):
-                    # an unquoted hash like 1e52... would otherwise become a float
-                    self.lines[child] = value_node.start_mark.line + 1
-                    result[key] = value_node.value
-                else:
-                    result[key] = self.build(value_node, child)
-                self.lines[child] = line
-            return result
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, (*location, i)) for i, item in enumerate(node.value)]
-        return self._scalars.construct_object(node)
+    return config.to_yaml()
 
 
 __all__ = ["dump_yaml", "load_spec", "spec_from_dict"]

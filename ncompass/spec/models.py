@@ -14,9 +14,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from ncompass.errors import SpecError
+from ncompass.spec.file_format import Location, dump_spec_yaml, read_spec, validate_spec
+from ncompass.spec.legacy import is_version_0, version_0_to_1
+
 SPEC_VERSION = 1
 DEFAULT_CONTEXT = "torch"
 MODULE_LEVEL = "<module>"
+# the entry lists of a target, each entry a marker model with its own line
+_MARKER_LISTS = ("functions", "calls", "ranges", "replace")
 
 
 class _SpecModel(BaseModel):
@@ -185,8 +191,6 @@ class RewriteConfig(_SpecModel):
     @model_validator(mode="before")
     @classmethod
     def _convert_version_0(cls, data: Any) -> Any:
-        from ncompass.spec.legacy import is_version_0, version_0_to_1
-
         if isinstance(data, dict) and is_version_0(data):
             return version_0_to_1(data)
         return data
@@ -205,12 +209,23 @@ class RewriteConfig(_SpecModel):
     def from_yaml(cls, path: str | Path) -> RewriteConfig:
         """Load and validate a spec file (YAML or JSON, version 0 or 1).
 
-        Raises:
-            SpecError: naming the file and line of the first problem.
-        """
-        from ncompass.spec.loader import load_spec
+        The config and its entries remember the file and the line each is written on.
 
-        return load_spec(path)
+        Raises:
+            SpecError: naming the file and line of the first problem, and what to do.
+        """
+        spec_path = Path(path)
+        data, lines = read_spec(spec_path)
+        if "version" not in data and not is_version_0(data):
+            raise SpecError(
+                f"missing 'version' (this ncompass writes version {SPEC_VERSION}; add "
+                "'version: 1')",
+                spec_path,
+                1,
+            )
+        config, lines = validate_spec(cls, data, spec_path, lines)
+        config._remember_source(spec_path.resolve(), lines)
+        return config
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RewriteConfig:
@@ -219,9 +234,9 @@ class RewriteConfig(_SpecModel):
         Raises:
             SpecError: describing the first problem and where in the dict it is.
         """
-        from ncompass.spec.loader import spec_from_dict
-
-        return spec_from_dict(data)
+        if not isinstance(data, dict):
+            raise SpecError(f"a spec must be a dict, got {type(data).__name__}")
+        return validate_spec(cls, data, None, {})[0]
 
     def to_dict(self) -> dict[str, Any]:
         """The version 1 shape, without defaults, ready for YAML or JSON."""
@@ -230,10 +245,8 @@ class RewriteConfig(_SpecModel):
         return {"version": SPEC_VERSION, **body}
 
     def to_yaml(self) -> str:
-        """The spec as version 1 YAML text."""
-        from ncompass.spec.loader import dump_yaml
-
-        return dump_yaml(self)
+        """The spec as version 1 YAML text, keys in the order of the spec reference."""
+        return dump_spec_yaml(self.to_dict())
 
     def digest(self) -> str:
         """A stable hash of everything that affects rewriting (part of the bytecode cache key)."""
@@ -243,6 +256,20 @@ class RewriteConfig(_SpecModel):
     def targets_for_module(self, module_name: str) -> list[TargetSpec]:
         """The targets that name ``module_name``."""
         return [target for target in self.targets if target.module == module_name]
+
+    def _remember_source(self, path: Path, lines: dict[Location, int]) -> None:
+        """Remember the spec file and each entry's line; ``file:`` targets become absolute."""
+        self._path = path
+        self._line = lines.get(())
+        self._context_line = lines.get(("context",))
+        for index, target in enumerate(self.targets):
+            target._spec_path = path
+            if target.file is not None and not Path(target.file).is_absolute():
+                target.file = str((path.parent / target.file).resolve())
+            target._line = lines.get(("targets", index))
+            for kind in _MARKER_LISTS:
+                for position, marker in enumerate(getattr(target, kind)):
+                    marker._line = lines.get(("targets", index, kind, position))
 
 
 __all__ = [

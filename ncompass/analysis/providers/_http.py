@@ -7,7 +7,6 @@ Only ``urllib`` so that talking to a service needs no extra dependency. Every fa
 from __future__ import annotations
 
 import http.client
-import ipaddress
 import os
 import socket
 import tempfile
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+
+from ncompass._net import is_loopback
 
 _MAX_ERROR_BODY = 64 * 1024
 _MAX_JSON_BODY = 256 * 1024 * 1024
@@ -194,18 +195,9 @@ def _error_detail(raw: bytes) -> str:
 def _opener_for(url: str) -> urllib.request.OpenerDirector:
     # A loopback service is never reached through a proxy, whatever http_proxy says.
     host = urllib.parse.urlsplit(url).hostname or ""
-    if _is_loopback(host):
+    if is_loopback(host):
         return urllib.request.build_opener(urllib.request.ProxyHandler({}))
     return urllib.request.build_opener()
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _failure(url: str, error: BaseException, timeout_s: float) -> HttpFailure:

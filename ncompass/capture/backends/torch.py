@@ -3,7 +3,9 @@
 At most one torch profiler records in a process. While one is active, ``capture_trace`` calls
 inside it add *windows*: after the trace is written, each window's slice of it is written to a
 trace file of its own. Inductor kernels compiled while it records have their events annotated
-with the markers their source lines are in (``ncompass.capture.kernel_markers``).
+with the markers their source lines are in (``ncompass.capture.kernel_markers``). When the
+profiled code starts a torch profiler of its own, ``room_for_code_profiler`` makes this one
+step aside.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -120,6 +124,34 @@ class TorchProfiler:
         self._stop_recording_kernels()
         if profile is not None:
             profile.__exit__(None, None, None)
+
+    @contextmanager
+    def room_for_code_profiler(self, before_stepping_aside: Callable[[], object]) -> Iterator[None]:
+        """Room, inside the block, for the profiled code's own torch profiler.
+
+        Kineto allows one profiler, so when the code starts its own, this one stops first and
+        discards what it recorded. ``before_stepping_aside`` runs just before: it must close
+        every range opened under this profiler, since a range ended under another profiler
+        session crashes Kineto.
+        """
+        import torch.profiler.profiler as torch_profiler
+
+        original = torch_profiler._KinetoProfile.prepare_trace
+        stepped_aside = False
+
+        def prepare(profile: Any) -> Any:
+            nonlocal stepped_aside
+            if not stepped_aside and self.active() is self and profile is not self._profile:
+                stepped_aside = True
+                before_stepping_aside()
+                self.stop_and_discard()
+            return original(profile)
+
+        torch_profiler._KinetoProfile.prepare_trace = prepare  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            torch_profiler._KinetoProfile.prepare_trace = original  # type: ignore[method-assign]
 
     def stop(self) -> Path:
         """Stop recording and write the trace (and the windows' traces).

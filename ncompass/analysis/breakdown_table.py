@@ -1,0 +1,48 @@
+"""The breakdown as text: one row per rank, the kernel types over ranks, each rank's launches.
+
+``ncompass breakdown`` prints it, and so does ``ncompass submit`` / ``jobs fetch`` for the
+ranks of a job.
+"""
+
+from __future__ import annotations
+
+from ncompass.analysis.breakdown import Breakdown
+from ncompass.analysis.markdown_report import format_duration
+
+
+def breakdown_lines(result: Breakdown) -> list[str]:
+    """The lines of the breakdown table (without line ends)."""
+    header = f"{'rank':>5} {'span':>11} {'compute':>18} {'non-compute':>18} {'idle':>18} "
+    lines = [header + f"{'host-bound idle':>18} {'GPU events':>10}"]
+    for rank in result.ranks:
+        span = rank.kernel_span_us
+
+        def cell(value: float, span: float = span) -> str:
+            share = f"{value / span:6.1%}" if span > 0 else "     -"
+            return f"{format_duration(value):>11} {share}"
+
+        lines.append(
+            f"{rank.rank:>5} {format_duration(span):>11} {cell(rank.compute_us)} "
+            f"{cell(rank.non_compute_us)} {cell(rank.idle_us)} "
+            f"{cell(rank.idle_gaps.host_bound_us)} {rank.gpu_events:>10}"
+        )
+    lines.append(
+        "kernel types over ranks: "
+        f"computation {format_duration(result.computation_us)}, "
+        f"communication {format_duration(result.communication_us)}, "
+        f"memory {format_duration(result.memory_us)}"
+    )
+    for rank in result.ranks:
+        launches = rank.launches
+        if launches.linked:
+            lines.append(
+                f"rank {rank.rank} launches: {launches.linked}/{launches.gpu_events} linked, "
+                f"median delay {format_duration(launches.launch_delay_us.median)}, "
+                f"median CPU launch {format_duration(launches.launch_cpu_us.median)}, "
+                f"median GPU {format_duration(launches.gpu_duration_us.median)}, "
+                f"{launches.shorter_than_launch} shorter than their launch"
+            )
+    return lines
+
+
+__all__ = ["breakdown_lines"]
