@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
-import os
 import socket
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,6 +19,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+
+from ncompass._files import atomic_output
 
 _MAX_ERROR_BODY = 64 * 1024
 _MAX_JSON_BODY = 256 * 1024 * 1024
@@ -150,16 +150,9 @@ def download(
         if response.status >= 400:
             detail = _error_detail(read_some(response, url, timeout_s, _MAX_ERROR_BODY))
             raise HttpFailure(url, describe_error(response.status, detail), status=response.status)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{destination.name}.", dir=destination.parent)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                while chunk := read_some(response, url, timeout_s, 1024 * 1024):
-                    out.write(chunk)
-            os.replace(temporary, destination)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        with atomic_output(destination) as temporary, temporary.open("wb") as out:
+            while chunk := read_some(response, url, timeout_s, 1024 * 1024):
+                out.write(chunk)
     return destination
 
 
