@@ -61,7 +61,7 @@ class _TerminalReporter:
         self._chunks += 1
         self._bytes += event.size
         if sys.stderr.isatty():
-            from ncompass.remote._sizes import format_size
+            from ncompass._format import format_size
 
             click.echo(
                 f"\rncompass: fetching {event.path} chunk {event.index + 1}/{event.chunks} "
@@ -447,9 +447,9 @@ def _show_traces(
     report: FetchReport, merged: Path | None, top: int, reporter: _TerminalReporter
 ) -> None:
     """List the fetched files, then the summary (one rank) or per-rank breakdown (several)."""
+    from ncompass._format import format_size
     from ncompass.analysis.summary import summarize_trace
     from ncompass.cli._traces import breakdown_command, summarize_command
-    from ncompass.remote._sizes import format_size
     from ncompass.remote.rank_traces import cpu_by_rank
 
     for local in sorted(report.local_paths.values()):

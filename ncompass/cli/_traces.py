@@ -75,7 +75,7 @@ def breakdown_command(
     if as_json:
         click.echo(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())
         return
-    from ncompass.analysis.markdown_report import format_duration
+    from ncompass._format import format_duration
 
     header = f"{'rank':>5} {'span':>11} {'compute':>18} {'non-compute':>18} {'idle':>18} "
     click.echo(header + f"{'host-bound idle':>18} {'GPU events':>10}")

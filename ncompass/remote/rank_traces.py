@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass._files import move_if_absent, removed_on_error, temporary_path
+from ncompass._format import format_duration
 from ncompass.remote.errors import RemoteError
 from ncompass.remote.fetch import FetchReport
 
@@ -54,8 +55,6 @@ def cpu_by_rank(summaries: Sequence[tuple[int, Mapping[str, Any]]], top: int = 1
         summaries: ``(rank, summary)`` of every rank, as ``summarize_trace`` returns them.
         top: How many markers.
     """
-    from ncompass.analysis.markdown_report import format_duration
-
     totals: dict[str, dict[int, float]] = {}
     for rank, summary in summaries:
         for marker in summary["structured"]["markers"]:
