@@ -59,14 +59,14 @@ def atomic_output(path: Path, *, fsync: bool = False, mode: int | None = None) -
     path.parent.mkdir(parents=True, exist_ok=True)
     with removed_on_error(temporary_path(path)) as temporary:
         yield temporary
-        if mode is not None:
-            os.chmod(temporary, mode)
         if fsync:
             descriptor = os.open(temporary, os.O_RDWR)
             try:
                 os.fsync(descriptor)
             finally:
                 os.close(descriptor)
+        if mode is not None:  # after the fsync: the mode may forbid writing
+            os.chmod(temporary, mode)
         os.replace(temporary, path)
 
 
@@ -103,12 +103,15 @@ def write_atomic(
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
-    with atomic_output(path, fsync=fsync, mode=mode) as temporary:
+    with atomic_output(path, mode=mode) as temporary:
         descriptor = os.open(temporary, flags, _NEW_FILE_MODE if mode is None else mode & 0o777)
         if mode is not None:
             os.chmod(temporary, mode)  # a leftover of a crashed writer keeps its old bits
         with open(descriptor, "wb") as handle:
             handle.write(payload)
+            if fsync:  # through this descriptor: ``mode`` may forbid opening it for writing
+                handle.flush()
+                os.fsync(handle.fileno())
     return path
 
 

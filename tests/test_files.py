@@ -183,3 +183,11 @@ def test_sha256_file_equals_hashlib_on_a_multi_megabyte_file(tmp_path: Path) -> 
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
     assert sha256_file(empty) == hashlib.sha256(b"").hexdigest()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_a_read_only_mode_with_fsync(tmp_path: Path) -> None:
+    """The flush goes through the writing descriptor (reopening would fail unless root)."""
+    target = tmp_path / "frozen.json"
+    write_atomic(target, "{}", fsync=True, mode=0o444)
+    assert target.read_text() == "{}" and stat.S_IMODE(target.stat().st_mode) == 0o444
