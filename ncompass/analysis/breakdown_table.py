@@ -6,8 +6,8 @@ ranks of a job.
 
 from __future__ import annotations
 
+from ncompass._format import format_duration
 from ncompass.analysis.breakdown import Breakdown
-from ncompass.analysis.markdown_report import format_duration
 
 
 def breakdown_lines(result: Breakdown) -> list[str]:

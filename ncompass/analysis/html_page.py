@@ -6,8 +6,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
-from ncompass.analysis.markdown_report import compiled_headline, format_duration
+from ncompass.analysis.markdown_report import compiled_headline
 from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT, timeline_svg
 
 _COLOURS = {

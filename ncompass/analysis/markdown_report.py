@@ -5,16 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ncompass._format import format_duration
+
 _NAME_WIDTH = 80
-
-
-def format_duration(microseconds: float) -> str:
-    """A duration in the unit a reader expects: ``850 µs``, ``12.3 ms``, ``4.56 s``."""
-    if abs(microseconds) < 1_000:
-        return f"{microseconds:.1f} µs"
-    if abs(microseconds) < 1_000_000:
-        return f"{microseconds / 1_000:.2f} ms"
-    return f"{microseconds / 1_000_000:.2f} s"
 
 
 def render_markdown(structured: dict[str, Any], *, top: int = 20) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from ncompass.analysis.markdown_report import format_duration
+from ncompass._format import format_duration
 
 SORTABLE_CSS = (
     "table.sortable th{cursor:pointer;user-select:none;background:#fafafa}"

@@ -50,7 +50,7 @@ class TerminalReporter:
         self._chunks += 1
         self._bytes += event.size
         if sys.stderr.isatty():
-            from ncompass.remote._sizes import format_size
+            from ncompass._format import format_size
 
             click.echo(
                 f"\rncompass: fetching {event.path} chunk {event.index + 1}/{event.chunks} "

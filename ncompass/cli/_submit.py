@@ -75,7 +75,7 @@ from ncompass.cli._cluster_terminal import ADDRESS, OUTPUT_DIR, TOP, TerminalRep
     "--max-upload-mb",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="Upload size limit in MB [default: max_upload_mb in the settings file, else 100].",
+    help="Upload size limit in MiB [default: max_upload_mb in the settings file, else 100].",
 )
 @click.option("--no-wait", is_flag=True, help="Submit and return; fetch later with jobs fetch.")
 @TOP

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ncompass._format import format_size
 from ncompass.gpu._backends.base import DeviceInfo
-from ncompass.gpu._format import format_summary, sparkline
-from ncompass.gpu._sample import GpuSample
+from ncompass.gpu._format import sparkline
+from ncompass.gpu._sample import HOST_DEVICE, GpuSample
 
 _Number = TypeVar("_Number", int, float)
 
@@ -235,3 +236,61 @@ class SummaryAccumulator:
 
 def _max(current: _Number | None, value: _Number) -> _Number:
     return value if current is None or value > current else current
+
+
+def format_summary(summary: GpuSummary) -> str:
+    """The multi-line report ``GpuSummary.format()`` returns."""
+    host = summary.device == HOST_DEVICE
+    title = summary.name if host else f"GPU {summary.device} · {summary.name}"
+    lines = [f"{title} ({summary.backend})"]
+    timing = f"{summary.duration_s:.2f} s"
+    if summary.warmup_s > 0:
+        timing += f", first {summary.warmup_s:.2f} s excluded"
+    if summary.backend != "none":
+        timing += f" · {summary.sample_count} samples every {summary.interval_s:g} s"
+    if summary.missing_samples:
+        timing += f", {summary.missing_samples} without data"
+    rows = [("time", timing)]
+    if summary.util_gpu_mean is not None:
+        rows.append(
+            (
+                "cpu util" if host else "util",
+                f"mean {_pct(summary.util_gpu_mean)}  p50 {_pct(summary.util_gpu_p50)}  "
+                f"p95 {_pct(summary.util_gpu_p95)}  max {_pct(summary.util_gpu_max)}",
+            )
+        )
+    if summary.util_mem_mean is not None:
+        rows.append(("mem util", f"mean {_pct(summary.util_mem_mean)}"))
+    if summary.memory_used_max_bytes is not None:
+        memory = f"max {format_size(summary.memory_used_max_bytes)}"
+        if summary.memory_total_bytes is not None:
+            memory += f" of {format_size(summary.memory_total_bytes)}"
+        rows.append(("memory", memory))
+    if summary.power_mean_w is not None and summary.power_max_w is not None:
+        rows.append(
+            ("power", f"mean {summary.power_mean_w:.1f} W  max {summary.power_max_w:.1f} W")
+        )
+    if summary.energy_j is not None:
+        source = "estimate from power samples" if summary.energy_estimated else "energy counter"
+        rows.append(("energy", f"{_joules(summary.energy_j)} ({source})"))
+    if summary.temperature_max_c is not None:
+        rows.append(("temp", f"max {summary.temperature_max_c:.0f} °C"))
+    if summary.busy_time_s is not None:
+        rows.append(("busy", f"≈{summary.busy_time_s:.2f} s of {summary.measured_s:.2f} s"))
+    if summary.sparkline:
+        rows.append(("timeline", summary.sparkline))
+    lines += [f"  {label:<9} {text}" for label, text in rows]
+    lines += [f"  note: {note}" for note in summary.notes]
+    return "\n".join(lines)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def _joules(value: float) -> str:
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} MJ"
+    if value >= 1e3:
+        return f"{value / 1e3:.2f} kJ"
+    return f"{value:.1f} J"

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ncompass._format import format_duration
 from ncompass.gpu._sample import HOST_DEVICE, GpuSample
 
 Clock = Literal["wall", "monotonic"]
@@ -310,13 +311,8 @@ def format_low_utilisation(
         mean = sum(stretch.mean_util * stretch.duration_us for stretch in group) / total_us
         owner = "CPU" if device == HOST_DEVICE else f"GPU {device}"
         count = f"{len(group)} stretch" + ("es" if len(group) != 1 else "")
-        lines.append(f"  {name} · {owner}: {_duration(total_us)} at {mean:.0f}% ({count})")
+        duration = format_duration(total_us, decimals=1)
+        lines.append(f"  {name} · {owner}: {duration} at {mean:.0f}% ({count})")
     if len(ranked) > limit:
         lines.append(f"  … and {len(ranked) - limit} more")
     return lines
-
-
-def _duration(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    return f"{us / 1e3:.1f} ms"

@@ -17,12 +17,12 @@ import functools
 import hashlib
 import importlib.util
 import marshal
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType
 
+from ncompass._files import write_atomic
 from ncompass._version import __version__
 
 CACHE_TAG = "ncompass"
@@ -104,15 +104,9 @@ def store(source_path: str, key: bytes, code: CodeType, manifest_json: bytes) ->
             marshal.dumps(code),
         )
     )
-    temporary = f"{path}.{os.getpid()}.{id(payload)}"
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(temporary, "wb") as handle:
-            handle.write(payload)
-        os.replace(temporary, path)
+        write_atomic(Path(path), payload)
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
         return False
     return True
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ncompass import environment_variables
+from ncompass._files import write_atomic
 from ncompass.remote.errors import RemoteError
 from ncompass.spec.bounded_yaml import load_bounded
 
@@ -128,19 +128,8 @@ def save_config(config: RemoteConfig, path: Path | None = None) -> Path:
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     try:
         _private_folder(path.parent)
-        # mkstemp creates the file 0600 before anything is written, so the token is never
-        # readable by others, not even for a moment.
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(temporary, _PRIVATE_FILE_MODE)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        # created 0600 before anything is written: the token is never readable by others
+        write_atomic(path, text, fsync=True, mode=_PRIVATE_FILE_MODE)
     except OSError as error:
         raise RemoteError(f"{path}: cannot write the remote settings ({error.strerror})") from None
     return path

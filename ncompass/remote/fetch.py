@@ -22,6 +22,13 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ncompass._files import (
+    atomic_output,
+    move_if_absent,
+    removed_on_error,
+    sha256_file,
+    temporary_path,
+)
 from ncompass.remote.dashboard import Dashboard, FileMissingError
 from ncompass.remote.errors import ClusterUnreachableError, RemoteError
 from ncompass.remote.manifest import MANIFEST_NAME, PACK_ROOT, Chunk, NodeManifest, PackedFile
@@ -207,8 +214,10 @@ def _fetch_file(
         pieces.append(piece)
         if on_chunk is not None:
             on_chunk(ChunkProgress(packed.path, index, len(packed.chunks), chunk.size, downloaded))
-    assembled = _assemble(pieces, packed, destination)
-    final = _place(assembled, destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with removed_on_error(temporary_path(destination)) as assembled:
+        _assemble(pieces, packed, assembled)
+        final = _place(assembled, destination)
     if final != destination:
         report.diverted.append((destination, final))
     report.written.append(final)
@@ -234,42 +243,36 @@ def _download_chunk(
     dashboard: Dashboard, node_id: str, remote: str, piece: Path, chunk: Chunk
 ) -> None:
     size, expected = chunk.size, chunk.sha256
-    piece.parent.mkdir(parents=True, exist_ok=True)
-    partial = piece.with_name(piece.name + ".part")
     digest = hashlib.sha256()
     written = 0
     try:
-        with partial.open("wb") as handle:
-            for block in dashboard.read_file(node_id, remote):
-                handle.write(block)
-                digest.update(block)
-                written += len(block)
+        with atomic_output(piece) as partial:
+            with partial.open("wb") as handle:
+                for block in dashboard.read_file(node_id, remote):
+                    handle.write(block)
+                    digest.update(block)
+                    written += len(block)
+            if written != size or digest.hexdigest() != expected:
+                raise DamagedChunkError(
+                    f"{remote} from node {node_id[:12]} arrived damaged ({written} of {size} "
+                    "bytes, checksum mismatch); run the fetch again: it resumes at this chunk"
+                )
     except FileMissingError:
-        partial.unlink(missing_ok=True)
         raise RemoteError(
             f"{remote} is gone from node {node_id[:12]} of {dashboard.cluster.url} (the cluster "
             "restarted, or its log folder was cleaned); the chunks fetched so far are kept"
         ) from None
     except OSError as error:
-        raise RemoteError(f"{partial}: cannot write ({error.strerror})") from None
-    if written != size or digest.hexdigest() != expected:
-        partial.unlink(missing_ok=True)
-        raise DamagedChunkError(
-            f"{remote} from node {node_id[:12]} arrived damaged ({written} of {size} bytes, "
-            "checksum mismatch); run the fetch again: it resumes at this chunk"
-        )
-    os.replace(partial, piece)
+        raise RemoteError(f"{piece}: cannot write ({error.strerror})") from None
 
 
-def _assemble(pieces: list[Path], packed: PackedFile, destination: Path) -> Path:
-    """Join (and gunzip) the chunks into a hidden file beside ``destination``; verify it."""
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    assembling = destination.with_name(f".{destination.name}.assembling")
+def _assemble(pieces: list[Path], packed: PackedFile, output: Path) -> None:
+    """Join (and gunzip) the chunks into ``output``; verify it against the job's file."""
     digest = hashlib.sha256()
     size = 0
     inflate = zlib.decompressobj(31) if packed.encoding == "gzip" else None
     try:
-        with assembling.open("wb") as handle:
+        with output.open("wb") as handle:
             for piece in pieces:
                 with piece.open("rb") as source:
                     while block := source.read(_HASH_BLOCK):
@@ -283,31 +286,21 @@ def _assemble(pieces: list[Path], packed: PackedFile, destination: Path) -> Path
                 digest.update(tail)
                 size += len(tail)
     except zlib.error as error:
-        assembling.unlink(missing_ok=True)
         raise RemoteError(f"{packed.path}: the packed chunks do not unpack ({error})") from None
     except OSError as error:
-        assembling.unlink(missing_ok=True)
-        raise RemoteError(f"{assembling}: cannot write ({error.strerror})") from None
+        raise RemoteError(f"{output}: cannot write ({error.strerror})") from None
     if size != packed.size or digest.hexdigest() != packed.sha256:
-        assembling.unlink(missing_ok=True)
         raise RemoteError(
             f"{packed.path}: the unpacked file does not match the job's ({size} of "
             f"{packed.size} bytes, checksum mismatch); its chunks were discarded, fetch again"
         )
-    return assembling
 
 
 def _place(assembled: Path, destination: Path) -> Path:
     """Move ``assembled`` to ``destination``, or beside it when that name is taken."""
     for candidate in _candidates(destination):
-        try:
-            # Claim the name atomically: never replace a file that is there.
-            descriptor = os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            continue
-        os.close(descriptor)
-        os.replace(assembled, candidate)
-        return candidate
+        if move_if_absent(assembled, candidate):  # never replaces a file that is there
+            return candidate
     raise RemoteError(f"{destination}: too many copies beside it")
 
 
@@ -316,7 +309,7 @@ def _identical_copy(destination: Path, packed: PackedFile) -> Path | None:
     for candidate in _candidates(destination):
         if not candidate.exists():
             return None
-        if candidate.stat().st_size == packed.size and _sha256(candidate) == packed.sha256:
+        if candidate.stat().st_size == packed.size and sha256_file(candidate) == packed.sha256:
             return candidate
     return None
 
@@ -337,15 +330,7 @@ def _is_chunk(piece: Path, size: int, sha256: str) -> bool:
             return False
     except OSError:
         return False
-    return _sha256(piece) == sha256
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(_HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256_file(piece) == sha256
 
 
 def _remove_empty_tree(folder: Path) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ncompass._format import format_size
 from ncompass.capture.trace_files import trace_dir
-from ncompass.remote._sizes import format_size
 from ncompass.remote.address import resolve_cluster
 from ncompass.remote.config import ConfigFile, load_config
 from ncompass.remote.dashboard import Dashboard

@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from ncompass.remote._sizes import format_size
+from ncompass._format import format_size
 from ncompass.remote.cluster_python import ray_python, wrong_python_hint
 from ncompass.remote.ranks import LOOPBACK, NodeResult, NodeSpec, free_port, run_and_pack
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from ncompass import environment_variables
+from ncompass._files import write_atomic
 from ncompass.remote.manifest import MANIFEST_NAME, Chunk, NodeManifest, PackedFile
 
 CHUNK_ENV = environment_variables.NCOMPASS_REMOTE_CHUNK_BYTES
@@ -160,15 +160,7 @@ def pack_outputs(
 
 def write_manifest(manifest: NodeManifest, folder: Path) -> Path:
     """Write ``manifest.json`` atomically: it appears only once every chunk is in place."""
-    folder.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=".manifest.", dir=folder)
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(manifest.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
-    final = folder / MANIFEST_NAME
-    os.replace(temporary, final)
-    return final
+    return write_atomic(folder / MANIFEST_NAME, manifest.to_json(), fsync=True)
 
 
 __all__ = [

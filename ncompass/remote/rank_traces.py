@@ -3,11 +3,12 @@ compared side by side when they hold no GPU time to break down."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ncompass._files import move_if_absent, removed_on_error, temporary_path
+from ncompass._format import format_duration
 from ncompass.remote.errors import RemoteError
 from ncompass.remote.fetch import FetchReport
 
@@ -34,17 +35,13 @@ def merge_ranks(report: FetchReport) -> Path | None:
     output = merged_trace_path(report.job_dir, report.manifests[0].trace_name)
     if output.exists():
         return output
-    partial = output.with_name(f".{output.stem}.partial.json")
-    merge_traces([path for _, path in traces], partial)
+    merged = merge_traces([path for _, path in traces], temporary_path(output))
     try:
-        descriptor = os.open(output, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:  # another fetch merged meanwhile
-        partial.unlink(missing_ok=True)
-        return output
+        with removed_on_error(merged):
+            if not move_if_absent(merged, output):  # another fetch merged meanwhile
+                merged.unlink()
     except OSError as error:
         raise RemoteError(f"{output}: cannot write the merged trace ({error.strerror})") from None
-    os.close(descriptor)
-    os.replace(partial, output)
     return output
 
 
@@ -58,8 +55,6 @@ def cpu_by_rank(summaries: Sequence[tuple[int, Mapping[str, Any]]], top: int = 1
         summaries: ``(rank, summary)`` of every rank, as ``summarize_trace`` returns them.
         top: How many markers.
     """
-    from ncompass.analysis.markdown_report import format_duration
-
     totals: dict[str, dict[int, float]] = {}
     for rank, summary in summaries:
         for marker in summary["structured"]["markers"]:

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import ncompass
+from ncompass._format import MIB, format_size
 from ncompass.capture.trace_files import safe_name, trace_dir
 from ncompass.errors import NcompassError
-from ncompass.remote._sizes import MB, format_size
 from ncompass.remote.address import Cluster, resolve_cluster
 from ncompass.remote.cluster_python import COMMAND_NOT_FOUND, python_not_found
 from ncompass.remote.config import ConfigFile, load_config
@@ -164,7 +164,7 @@ def prepare_job(options: SubmitOptions, settings: ConfigFile, workspace: Path) -
     limit_mb = options.max_upload_mb or settings.config.max_upload_mb
     check_size(
         upload,
-        int(limit_mb * MB),
+        int(limit_mb * MIB),
         limit_hint=f"raise the limit with --max-upload-mb (or max_upload_mb in {settings.path})",
     )
     requirements_file, requirements = _requirements(options.requirements, root)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ncompass._format import format_size
 from ncompass.analysis.breakdown import breakdown
 from ncompass.analysis.breakdown_table import breakdown_lines
 from ncompass.analysis.summary import summarize_trace
-from ncompass.remote._sizes import format_size
 from ncompass.remote.fetch import FetchReport
 from ncompass.remote.rank_traces import cpu_by_rank
 from ncompass.remote.reporter import Reporter

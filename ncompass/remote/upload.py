@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ncompass.remote._sizes import format_size
+from ncompass._format import format_size
 from ncompass.remote.errors import RemoteError, UploadTooLargeError
 from ncompass.remote.ignore import IgnoreRules
 

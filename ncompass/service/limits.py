@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MIB = 1024 * 1024
+from ncompass._format import MIB, format_size
 
 
 @dataclass(frozen=True)
@@ -51,16 +51,8 @@ def too_large_message(limit: int, what: str) -> str:
         if what == "trace upload"
         else "send less (fewer or shorter sources)"
     )
-    return f"the {what} is larger than this service accepts ({format_size(limit)}): {hint}"
+    size = format_size(limit, decimals=0)
+    return f"the {what} is larger than this service accepts ({size}): {hint}"
 
 
-def format_size(n_bytes: int) -> str:
-    """``12 MiB``, ``3 KiB``, ``50 bytes``."""
-    if n_bytes >= MIB:
-        return f"{n_bytes / MIB:.0f} MiB"
-    if n_bytes >= 1024:
-        return f"{n_bytes / 1024:.0f} KiB"
-    return f"{n_bytes} bytes"
-
-
-__all__ = ["MIB", "ServiceLimits", "format_size", "too_large_message"]
+__all__ = ["MIB", "ServiceLimits", "too_large_message"]

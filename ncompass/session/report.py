@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ncompass._format import format_duration
 from ncompass.importer import FULL_TRACE_MARKER
 from ncompass.runtime.names import trace_safe_name
 from ncompass.session.answer import Answer
@@ -12,10 +13,6 @@ from ncompass.session.history import IterationRecord, MarkerChange, MarkerTime, 
 
 # a statement below this share of the self time is not worth naming as "the slowest"
 _MIN_STATEMENT_SHARE = 0.05
-
-
-def _ms(microseconds: float) -> str:
-    return f"{microseconds / 1000:.2f} ms"
 
 
 def _site(record: IterationRecord, marker: str) -> dict[str, Any] | None:
@@ -66,9 +63,10 @@ def iteration_report(record: IterationRecord, top: int = 5) -> str:
     total = sum(time.cpu_self_us for time in record.markers.values()) or 1.0
     for name, time in record.hottest(top):
         share = 100 * time.cpu_self_us / total
+        self_ms = format_duration(time.cpu_self_us, unit="ms")
+        total_ms = format_duration(time.cpu_total_us, unit="ms")
         lines.append(
-            f"  {share:5.1f}%  {_ms(time.cpu_self_us):>11} self  {_ms(time.cpu_total_us):>11} total"
-            f"  x{time.calls:<5} {name}"
+            f"  {share:5.1f}%  {self_ms:>11} self  {total_ms:>11} total  x{time.calls:<5} {name}"
         )
     hottest = record.hottest(1)
     if hottest:
@@ -76,9 +74,8 @@ def iteration_report(record: IterationRecord, top: int = 5) -> str:
     statement = hottest_statement(record)
     if statement is not None and hottest and statement[0] != hottest[0][0]:
         name, time = statement
-        lines.append(
-            f"  slowest statement: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} self"
-        )
+        self_ms = format_duration(time.cpu_self_us, unit="ms")
+        lines.append(f"  slowest statement: {name} — {where(record, name)}, {self_ms} self")
     lines.extend(discovery_lines(record))
     if record.answer is not None:
         answer = Answer.from_dict(record.answer)
@@ -148,9 +145,11 @@ def _change_line(change: MarkerChange) -> str:
         if change.interval
         else ""
     )
+    before = format_duration(change.before_us, unit="ms")
+    after = format_duration(change.after_us, unit="ms")
     return (
-        f"  {change.verdict:>6}: {change.name} {_ms(change.before_us)} -> "
-        f"{_ms(change.after_us)} per call ({change.ratio:.2f}x{interval})"
+        f"  {change.verdict:>6}: {change.name} {before} -> {after} per call "
+        f"({change.ratio:.2f}x{interval})"
     )
 
 
@@ -172,14 +171,14 @@ def finding(record: IterationRecord) -> str:
     if not hottest:
         return "no markers were recorded"
     name, time = hottest[0]
-    found = (
-        f"slowest so far: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} of its own time"
-    )
+    self_ms = format_duration(time.cpu_self_us, unit="ms")
+    found = f"slowest so far: {name} — {where(record, name)}, {self_ms} of its own time"
     statement = hottest_statement(record)
     if statement is not None and statement[0] != name:
+        statement_ms = format_duration(statement[1].cpu_self_us, unit="ms")
         found += (
             f"\nslowest statement: {statement[0]} — {where(record, statement[0])}, "
-            f"{_ms(statement[1].cpu_self_us)} of its own time"
+            f"{statement_ms} of its own time"
         )
     return found
 

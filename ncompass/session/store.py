@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ncompass._files import write_atomic
 from ncompass.errors import NcompassError
 from ncompass.session.history import IterationRecord
 from ncompass.spec.models import RewriteConfig
@@ -32,14 +32,6 @@ _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 class SessionError(NcompassError):
     """A session's folder or state cannot be used (the message says which file and why)."""
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 class SessionStore:
@@ -132,7 +124,9 @@ class SessionStore:
     def save_state(self, iterations: list[IterationRecord], extra: dict[str, Any]) -> None:
         """Write the session state atomically."""
         state = {"session": self.name, "iterations": [r.to_dict() for r in iterations], **extra}
-        write_atomic(self.root / STATE_FILE, orjson.dumps(state, option=orjson.OPT_INDENT_2))
+        write_atomic(
+            self.root / STATE_FILE, orjson.dumps(state, option=orjson.OPT_INDENT_2), fsync=True
+        )
 
 
-__all__ = ["STATE_FILE", "SessionError", "SessionStore", "write_atomic"]
+__all__ = ["STATE_FILE", "SessionError", "SessionStore"]

@@ -10,19 +10,8 @@ from typing import Any
 
 import orjson
 
+from ncompass._files import sha256_file, write_atomic
 from ncompass._version import __version__
-from ncompass.session.store import write_atomic
-
-_CHUNK = 1 << 20
-
-
-def trace_digest(path: Path) -> str:
-    """The sha256 of a trace file's bytes (streamed: traces can be large)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class SummaryCache:
@@ -34,7 +23,7 @@ class SummaryCache:
     def key(self, trace: Path, feedback_context: dict[str, Any] | None, provider: str) -> str:
         """The cache key of a summary request."""
         context = json.dumps(feedback_context or {}, sort_keys=True, default=str)
-        parts = f"{trace_digest(trace)}|{context}|{provider}|{__version__}"
+        parts = f"{sha256_file(trace)}|{context}|{provider}|{__version__}"
         return hashlib.sha256(parts.encode()).hexdigest()[:32]
 
     def path(self, key: str) -> Path:
@@ -101,4 +90,4 @@ class SummaryCache:
         return best[1] if best else None
 
 
-__all__ = ["SummaryCache", "trace_digest"]
+__all__ = ["SummaryCache"]

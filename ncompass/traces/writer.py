@@ -11,6 +11,7 @@ from typing import IO, Any
 
 import orjson
 
+from ncompass._files import temporary_path
 from ncompass.errors import TraceError
 from ncompass.traces.events import Event
 
@@ -35,7 +36,7 @@ class TraceWriter:
     def __init__(self, path: str | Path, *, metadata: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.events_written = 0
-        self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
+        self._partial = temporary_path(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             raw = open(self._partial, "wb")  # noqa: SIM115 - closed in close()

@@ -104,7 +104,7 @@ def test_fetch_from_an_unreachable_cluster_names_the_address(project: Path) -> N
 
 @needs_ray
 def test_an_upload_over_the_limit_is_refused_before_anything_is_sent(project: Path) -> None:
-    (project / "weights.bin").write_bytes(b"\0" * 2_000_000)
+    (project / "weights.bin").write_bytes(b"\0" * (2 << 20))
     done = _ncompass(
         "submit",
         "--address",
@@ -115,7 +115,7 @@ def test_an_upload_over_the_limit_is_refused_before_anything_is_sent(project: Pa
         cwd=project,
     )
     assert done.returncode == 2
-    assert "over the 1.0 MB limit. Biggest: weights.bin (2.0 MB)" in done.stderr
+    assert "over the 1.0 MiB limit. Biggest: weights.bin (2.0 MiB)" in done.stderr
     assert "cannot reach" not in done.stderr  # refused here, before connecting
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from ncompass.gpu import GpuSummary
-from ncompass.gpu._format import format_summary, sparkline
+from ncompass.gpu._format import sparkline
+from ncompass.gpu._summary import format_summary
 
 
 def make_summary(**changes: object) -> GpuSummary:

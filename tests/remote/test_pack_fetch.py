@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ncompass.remote._sizes import format_size
+from ncompass._format import format_size
 from ncompass.remote.errors import RemoteError
 from ncompass.remote.fetch import ChunkProgress, fetch_job
 from ncompass.remote.manifest import NodeManifest, RankRecord, node_folder

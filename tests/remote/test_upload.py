@@ -26,16 +26,16 @@ def _files(root: Path, sizes: dict[str, int]) -> None:
 
 
 def test_over_the_limit_names_the_biggest_files_and_what_to_do(tmp_path: Path) -> None:
-    _files(tmp_path, {"train.py": 100, "data/ckpt.pt": 3_000_000, "data/small.pt": 900_000})
+    _files(tmp_path, {"train.py": 100, "data/ckpt.pt": 3 << 20, "data/small.pt": 900 << 10})
     upload = collect_upload(tmp_path)
     with pytest.raises(UploadTooLargeError) as caught:
-        check_size(upload, 1_000_000, limit_hint="raise the limit with --max-upload-mb")
+        check_size(upload, 1 << 20, limit_hint="raise the limit with --max-upload-mb")
     message = str(caught.value)
-    assert f"the upload folder {tmp_path.resolve()} holds 3.9 MB in 3 files" in message
-    assert "over the 1.0 MB limit" in message
-    assert "Biggest: data/ckpt.pt (3.0 MB), data/small.pt (900.0 kB), train.py (100 B)" in message
+    assert f"the upload folder {tmp_path.resolve()} holds 3.9 MiB in 3 files" in message
+    assert "over the 1.0 MiB limit" in message
+    assert "Biggest: data/ckpt.pt (3.0 MiB), data/small.pt (900.0 KiB), train.py (100 B)" in message
     assert ".ncompassignore" in message and "--max-upload-mb" in message
-    check_size(upload, 4_000_000, limit_hint="")  # under the limit: no error
+    check_size(upload, 4 << 20, limit_hint="")  # under the limit: no error
 
 
 def test_ignored_files_do_not_count_towards_the_limit(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names, short_kernel_name
 from ncompass.analysis.comparison.markdown import describe_change
-from ncompass.analysis.markdown_report import format_duration
 from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT, TIMELINE_CSS, timeline_svg
 
 _CSS = " ".join(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
-from ncompass.analysis.markdown_report import format_duration
 
 _NAME_WIDTH = 80
 _KINDS = (("markers", "Markers"), ("kernels", "GPU kernels"), ("cpu_ops", "CPU operators"))

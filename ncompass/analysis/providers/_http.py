@@ -7,9 +7,7 @@ Only ``urllib`` so that talking to a service needs no extra dependency. Every fa
 from __future__ import annotations
 
 import http.client
-import os
 import socket
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,6 +19,7 @@ from typing import IO, Any
 
 import orjson
 
+from ncompass._files import atomic_output
 from ncompass._net import is_loopback
 
 _MAX_ERROR_BODY = 64 * 1024
@@ -151,16 +150,9 @@ def download(
         if response.status >= 400:
             detail = _error_detail(read_some(response, url, timeout_s, _MAX_ERROR_BODY))
             raise HttpFailure(url, describe_error(response.status, detail), status=response.status)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{destination.name}.", dir=destination.parent)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                while chunk := read_some(response, url, timeout_s, 1024 * 1024):
-                    out.write(chunk)
-            os.replace(temporary, destination)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        with atomic_output(destination) as temporary, temporary.open("wb") as out:
+            while chunk := read_some(response, url, timeout_s, 1024 * 1024):
+                out.write(chunk)
     return destination
 
 

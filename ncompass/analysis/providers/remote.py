@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import orjson
 
 from ncompass import environment_variables
+from ncompass._format import format_size
 from ncompass.analysis.providers._http import (
     HttpFailure,
     JsonAnswer,
@@ -247,9 +248,9 @@ class RemoteProvider:
         if stat.st_size > limit:
             raise HttpFailure(
                 self.base_url,
-                f"{trace_path.name} is {_size(stat.st_size)} and the service accepts uploads up "
-                f"to {_size(limit)} (gzip the trace, `ncompass filter` it, or start the service "
-                "with a larger --max-upload-mb)",
+                f"{trace_path.name} is {format_size(stat.st_size)} and the service accepts "
+                f"uploads up to {format_size(limit, decimals=0)} (gzip the trace, `ncompass "
+                "filter` it, or start the service with a larger --max-upload-mb)",
             )
         url = self._url(f"/v1/uploads?name={urllib.parse.quote(trace_path.name)}")
         headers = {
@@ -421,13 +422,6 @@ def _retry_after(answer: JsonAnswer) -> float:
         return min(max(float(answer.headers.get("retry-after", "1")), 0.1), 10.0)
     except ValueError:
         return 1.0
-
-
-def _size(n_bytes: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.3g} {unit}"
-    return f"{n_bytes} bytes"
 
 
 __all__ = ["TOKEN_ENV", "RemoteProvider"]

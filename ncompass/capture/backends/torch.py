@@ -10,7 +10,6 @@ step aside.
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ncompass._files import atomic_output
 from ncompass.capture.compiled_kernels import (
     CompiledKernel,
     KernelOriginRecorder,
@@ -175,18 +175,11 @@ class TorchProfiler:
                 "no ncompass trace was written (use the code's own trace)"
             )
         profile.__exit__(None, None, None)
-        self.output_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.output_path.with_name(f".{self.output_path.name}.{os.getpid()}.tmp")
-        if self.output_path.name.endswith(".gz"):
-            temporary = temporary.with_name(temporary.name + ".json.gz")
         try:
-            profile.export_chrome_trace(str(temporary))
-            os.replace(temporary, self.output_path)
+            with atomic_output(self.output_path) as temporary:  # ends in .gz if the output does
+                profile.export_chrome_trace(str(temporary))
         except OSError as error:
             raise CaptureError(f"cannot write trace {self.output_path}: {error}") from None
-        finally:
-            if temporary.exists():
-                temporary.unlink()
         self._annotate_compiled_kernels()
         if self.windows:
             from ncompass.capture.windows import write_windows

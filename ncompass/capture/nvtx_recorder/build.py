@@ -7,10 +7,10 @@ import os
 import shlex
 import shutil
 import subprocess
-import threading
 from importlib import resources
 from pathlib import Path
 
+from ncompass._files import atomic_output, temporary_path
 from ncompass.errors import CaptureError
 
 SOURCE_NAME = "nvtx_recorder.c"
@@ -84,26 +84,23 @@ def build_recorder(cache_dir: Path | None = None, *, compiler: str | None = None
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise CaptureError(f"cannot create the cache directory {target.parent}: {error}") from error
-    unique = f"{os.getpid()}.{threading.get_ident()}"
-    source_file = target.with_name(f"{target.stem}.{unique}.c")
-    temporary = target.with_name(f"{target.name}.{unique}.tmp")
+    source_file = temporary_path(target.with_suffix(".c"))
     try:
         source_file.write_bytes(recorder_source())
-        result = subprocess.run(
-            [*command, *COMPILE_FLAGS, "-o", str(temporary), str(source_file)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise CaptureError(
-                f"compiling the NVTX recorder with {' '.join(command)} failed "
-                f"(exit code {result.returncode}):\n{result.stderr.strip()}"
+        with atomic_output(target) as temporary:
+            result = subprocess.run(
+                [*command, *COMPILE_FLAGS, "-o", str(temporary), str(source_file)],
+                capture_output=True,
+                text=True,
+                check=False,
             )
-        os.replace(temporary, target)
+            if result.returncode != 0:
+                raise CaptureError(
+                    f"compiling the NVTX recorder with {' '.join(command)} failed "
+                    f"(exit code {result.returncode}):\n{result.stderr.strip()}"
+                )
     except OSError as error:
         raise CaptureError(f"cannot build the NVTX recorder in {target.parent}: {error}") from error
     finally:
-        for leftover in (source_file, temporary):
-            leftover.unlink(missing_ok=True)
+        source_file.unlink(missing_ok=True)
     return target

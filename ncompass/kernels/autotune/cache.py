@@ -9,7 +9,7 @@ A file holds the choices for every (dtype, shape bucket) tuned so far::
 
 Editing a kernel changes its source hash and so its file: stale choices are never read.
 Writers take an exclusive ``flock`` on ``FILE.lock`` around read-merge-write and replace the file
-atomically (write a temporary file, then ``os.replace``), so concurrent processes neither lose
+atomically (``ncompass._files.write_atomic``, flushed to disk), so concurrent processes neither lose
 each other's entries nor leave a half-written file; readers need no lock. A file that does not
 parse is reported once, moved aside to ``FILE.corrupt`` by the next writer, and tuned again.
 """
@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import threading
 import warnings
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass import environment_variables
+from ncompass._files import write_atomic
 from ncompass.errors import NcompassWarning
 from ncompass.kernels.autotune.config import KernelConfig
 from ncompass.kernels.autotune.device import DeviceIdentity
@@ -189,7 +189,7 @@ class TuningCache:
             with self._lock, _exclusive(path.with_name(path.name + ".lock")):
                 document = self._read_for_update(path, key)
                 document["entries"][key.entry] = choice.to_json()
-                _write_atomically(path, json.dumps(document, indent=1, sort_keys=True))
+                write_atomic(path, json.dumps(document, indent=1, sort_keys=True), fsync=True)
         except OSError as error:
             self._warn(path, "write", f"cannot write the autotune cache {path} ({error})")
 
@@ -293,21 +293,6 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file next to ``path``, flush it to disk, then replace."""
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 __all__ = [
