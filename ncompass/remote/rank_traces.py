@@ -4,12 +4,15 @@ compared side by side when they hold no GPU time to break down."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ncompass.remote.errors import RemoteError
 from ncompass.remote.fetch import FetchReport
+
+if TYPE_CHECKING:
+    from ncompass.analysis.summary_types import Summary
 
 
 def merged_trace_path(job_dir: Path, trace_name: str) -> Path:
@@ -48,7 +51,7 @@ def merge_ranks(report: FetchReport) -> Path | None:
     return output
 
 
-def cpu_by_rank(summaries: Sequence[tuple[int, Mapping[str, Any]]], top: int = 10) -> list[str]:
+def cpu_by_rank(summaries: Sequence[tuple[int, Summary]], top: int = 10) -> list[str]:
     """Lines of a table: each marker's CPU time in each rank, then each rank's CPU wall time.
 
     For runs without GPU events (the GPU breakdown is empty): the markers whose CPU time is

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ncompass.importer.registry import MarkerRecord
 from ncompass.runtime.names import trace_safe_name
 from ncompass.session.answer import Answer
 from ncompass.session.history import IterationRecord, MarkerChange, MarkerTime, history_changes
@@ -17,7 +18,7 @@ def _ms(microseconds: float) -> str:
     return f"{microseconds / 1000:.2f} ms"
 
 
-def _site(record: IterationRecord, marker: str) -> dict[str, Any] | None:
+def _site(record: IterationRecord, marker: str) -> MarkerRecord | None:
     for site in record.manifest:
         if trace_safe_name(str(site.get("name"))) == marker:
             return site
