@@ -6,14 +6,30 @@ from ncompass.analysis.html_page import render_html
 from ncompass.analysis.markers import MarkerStats, marker_stats
 from ncompass.analysis.rules import Bottleneck
 from ncompass.analysis.summary import summarize_trace
+from ncompass.analysis.summary_types import (
+    BottleneckRow,
+    BreakdownRow,
+    MarkerRow,
+    Operation,
+    StructuredSummary,
+    Summary,
+    TraceInfo,
+)
 
 __all__ = [
     "Bottleneck",
+    "BottleneckRow",
     "Breakdown",
+    "BreakdownRow",
     "Change",
     "Comparison",
+    "MarkerRow",
     "MarkerStats",
+    "Operation",
     "RankBreakdown",
+    "StructuredSummary",
+    "Summary",
+    "TraceInfo",
     "breakdown",
     "check_slowdown",
     "compare",

@@ -17,6 +17,7 @@ from typing import Any
 from ncompass.analysis.idle import IdleGaps, classify_idle_gaps
 from ncompass.analysis.intervals import intersection_length, merge_sorted, total_length
 from ncompass.analysis.launches import LaunchStatistics, launch_statistics
+from ncompass.analysis.summary_types import RankBreakdownRow
 from ncompass.errors import TraceError
 from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace, marker_group
 from ncompass.traces.parallel import map_traces
@@ -58,7 +59,7 @@ class RankBreakdown:
     idle_gaps: IdleGaps
     window: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RankBreakdownRow:
         """JSON-ready dict: the keys of docs/architecture.md first, then the extras."""
         return {
             "kernel_span_us": self.kernel_span_us,

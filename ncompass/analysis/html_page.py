@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.markdown_report import compiled_headline
 from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT, timeline_svg
+from ncompass.analysis.summary_types import (
+    BottleneckRow,
+    BreakdownRow,
+    CompilePhases,
+    CpuOperation,
+    KernelOperation,
+    MarkerRow,
+    StructuredSummary,
+    Summary,
+    Timeline,
+)
 
 _COLOURS = {
     "computation": "#2f7ed8",
@@ -44,13 +56,13 @@ class SummaryReport(dict[str, Any]):
 
     def to_html(self, *, top: int = 20) -> str:
         """The summary as one self-contained HTML page (see :func:`render_html`)."""
-        return render_html(self, top=top)
+        return render_html(cast(Summary, self), top=top)
 
     def _repr_html_(self) -> str:
         return self.to_html()
 
 
-def render_html(summary: dict[str, Any], *, top: int = 20) -> str:
+def render_html(summary: Summary, *, top: int = 20) -> str:
     """Render a summary (as returned by ``summarize_trace``) as one HTML page.
 
     Args:
@@ -100,11 +112,11 @@ def render_html(summary: dict[str, Any], *, top: int = 20) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _timeline(structured: dict[str, Any]) -> dict[str, Any]:
+def _timeline(structured: StructuredSummary) -> Timeline | dict[str, Any]:
     """The summary's timeline; a summary made before it had one reads its trace once more."""
     timeline = structured.get("timeline")
     if timeline is not None:
-        return dict(timeline)
+        return timeline
     path = Path(structured["trace"]["path"])
     if not path.is_file():
         return {}
@@ -114,7 +126,7 @@ def _timeline(structured: dict[str, Any]) -> dict[str, Any]:
     return busy_timeline(link_trace(path, progress=False))
 
 
-def _breakdown_chart(breakdown: dict[str, Any]) -> str:
+def _breakdown_chart(breakdown: BreakdownRow) -> str:
     span = breakdown["kernel_span_us"]
     host_bound = breakdown["idle_gaps"]["host_bound_us"]
     segments = [
@@ -147,12 +159,12 @@ def _breakdown_chart(breakdown: dict[str, Any]) -> str:
     )
 
 
-def _marker_chart(markers: list[dict[str, Any]], has_gpu: bool) -> str:
+def _marker_chart(markers: Sequence[MarkerRow], has_gpu: bool) -> str:
     if not markers:
         return "<p>No markers in this trace.</p>"
     label_width, bar_width = 330, 560
     row = 34 if has_gpu else 20
-    bars = (
+    bars: tuple[tuple[int, Literal["cpu_total_us", "gpu_total_us"], str], ...] = (
         ((2, "cpu_total_us", "cpu"), (16, "gpu_total_us", "gpu"))
         if has_gpu
         else ((2, "cpu_total_us", "cpu"),)
@@ -194,7 +206,7 @@ def _marker_chart(markers: list[dict[str, Any]], has_gpu: bool) -> str:
     )
 
 
-def _compiled_code(markers: list[dict[str, Any]], top: int) -> list[str]:
+def _compiled_code(markers: list[MarkerRow], top: int) -> list[str]:
     compiled = [marker for marker in markers if marker.get("compiled_kernels")]
     if not compiled:
         return []
@@ -214,7 +226,7 @@ def _compiled_code(markers: list[dict[str, Any]], top: int) -> list[str]:
     return ["<h2>Compiled code</h2>", "<ul>" + "".join(items) + "</ul>"]
 
 
-def _bottlenecks(bottlenecks: list[dict[str, Any]]) -> str:
+def _bottlenecks(bottlenecks: list[BottleneckRow]) -> str:
     if not bottlenecks:
         return "<p>No rule fired: nothing stands out.</p>"
     items = []
@@ -230,7 +242,7 @@ def _bottlenecks(bottlenecks: list[dict[str, Any]]) -> str:
     return "<ol>" + "".join(items) + "</ol>"
 
 
-def _kernel_table(kernels: list[dict[str, Any]]) -> str:
+def _kernel_table(kernels: list[KernelOperation]) -> str:
     if not kernels:
         return "<p>No GPU events.</p>"
     names = distinct_short_names([k["name"] for k in kernels])
@@ -246,7 +258,7 @@ def _kernel_table(kernels: list[dict[str, Any]]) -> str:
     )
 
 
-def _operator_table(operators: list[dict[str, Any]]) -> str:
+def _operator_table(operators: list[CpuOperation]) -> str:
     if not operators:
         return "<p>No CPU operators in this trace.</p>"
     rows = "".join(
@@ -288,7 +300,7 @@ def _shorten(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _compile_phases(phases: dict[str, Any]) -> list[str]:
+def _compile_phases(phases: CompilePhases | dict[str, Any]) -> list[str]:
     if not phases.get("ranges"):
         return []
     return [

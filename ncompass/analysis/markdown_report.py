@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ncompass._format import format_duration
+from ncompass.analysis.summary_types import (
+    BottleneckRow,
+    BreakdownRow,
+    CompiledKernelRow,
+    CpuOperation,
+    Focus,
+    KernelOperation,
+    MarkerRow,
+    StructuredSummary,
+)
 
 _NAME_WIDTH = 80
 
 
-def render_markdown(structured: dict[str, Any], *, top: int = 20) -> str:
+def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     """Render the ``structured`` part of a summary.
 
     Args:
@@ -53,7 +64,7 @@ def render_markdown(structured: dict[str, Any], *, top: int = 20) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _focus_section(focus: dict[str, Any], markers: list[dict[str, Any]]) -> list[str]:
+def _focus_section(focus: Focus, markers: list[MarkerRow]) -> list[str]:
     lines = ["## Focus", ""]
     if focus.get("feedback_text"):
         lines.append(f"Question: {focus['feedback_text']}")
@@ -68,7 +79,7 @@ def _focus_section(focus: dict[str, Any], markers: list[dict[str, Any]]) -> list
     return lines
 
 
-def _gpu_section(breakdown: dict[str, Any]) -> list[str]:
+def _gpu_section(breakdown: BreakdownRow) -> list[str]:
     span = breakdown["kernel_span_us"]
     gaps = breakdown["idle_gaps"]
     launches = breakdown["launches"]
@@ -102,7 +113,7 @@ def _gpu_section(breakdown: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _bottleneck_section(bottlenecks: list[dict[str, Any]]) -> list[str]:
+def _bottleneck_section(bottlenecks: list[BottleneckRow]) -> list[str]:
     lines = ["## Bottlenecks", ""]
     if not bottlenecks:
         return [*lines, "No rule fired: nothing stands out.", ""]
@@ -116,7 +127,7 @@ def _bottleneck_section(bottlenecks: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _marker_table(rows: list[dict[str, Any]], title: str | None = "Markers") -> list[str]:
+def _marker_table(rows: Sequence[MarkerRow], title: str | None = "Markers") -> list[str]:
     if not rows:
         return []
     lines = [f"## {title}", ""] if title else []
@@ -134,7 +145,7 @@ def _marker_table(rows: list[dict[str, Any]], title: str | None = "Markers") -> 
     return [*lines, ""]
 
 
-def compiled_headline(kernels: list[dict[str, Any]]) -> str:
+def compiled_headline(kernels: list[CompiledKernelRow]) -> str:
     """``compiled: its time is in 3 Inductor kernels (1.20 ms)``."""
     total = sum(kernel["total_us"] for kernel in kernels)
     plural = "" if len(kernels) == 1 else "s"
@@ -144,7 +155,7 @@ def compiled_headline(kernels: list[dict[str, Any]]) -> str:
     )
 
 
-def _compiled_section(markers: list[dict[str, Any]], top: int) -> list[str]:
+def _compiled_section(markers: list[MarkerRow], top: int) -> list[str]:
     compiled = [marker for marker in markers if marker.get("compiled_kernels")]
     if not compiled:
         return []
@@ -168,7 +179,7 @@ def _compiled_section(markers: list[dict[str, Any]], top: int) -> list[str]:
     return [*lines, ""]
 
 
-def _kernel_table(rows: list[dict[str, Any]]) -> list[str]:
+def _kernel_table(rows: list[KernelOperation]) -> list[str]:
     if not rows:
         return []
     lines = [
@@ -186,7 +197,7 @@ def _kernel_table(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _operator_table(rows: list[dict[str, Any]]) -> list[str]:
+def _operator_table(rows: list[CpuOperation]) -> list[str]:
     if not rows:
         return []
     lines = [

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from ncompass.analysis.summary_types import MarkerRow
 from ncompass.traces.annotate import KERNEL_MARKERS_ARG
 from ncompass.traces.events import GPU_CATEGORIES, microseconds
 from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace, marker_group
@@ -75,13 +76,13 @@ class MarkerStats:
         """Mean inclusive duration of one range."""
         return self.cpu_total_us / self.calls if self.calls else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MarkerRow:
         """JSON-ready dict (``cpu_mean_us`` included)."""
-        values = asdict(self)
+        values: dict[str, Any] = asdict(self)
         if self.calls == 0:
             values["cpu_min_us"] = 0.0
         values["cpu_mean_us"] = self.cpu_mean_us
-        return values
+        return cast(MarkerRow, values)
 
 
 def marker_stats(source: str | Path | LinkedTrace) -> dict[str, MarkerStats]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ncompass.analysis.markers import MarkerStats
+from ncompass.analysis.summary_types import Operation
 from ncompass.traces.link import KERNEL_CLASSES, LinkedTrace
 
 
@@ -58,7 +58,7 @@ def build_operations(
     markers: dict[str, MarkerStats],
     kernels: dict[str, KernelStats],
     top: int,
-) -> list[dict[str, Any]]:
+) -> list[Operation]:
     """The summary's ``operations``: the top markers, GPU events and CPU operators.
 
     Shares: markers and CPU operators relative to the trace's CPU wall time (nested ranges
@@ -76,7 +76,7 @@ def build_operations(
     """
     wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
     gpu_busy = sum(entry.total_us for entry in kernels.values())
-    operations: list[dict[str, Any]] = []
+    operations: list[Operation] = []
     for stats in list(markers.values())[:top]:
         operations.append(
             {

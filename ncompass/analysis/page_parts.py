@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
@@ -41,7 +42,7 @@ _LANE_HEIGHT = 22
 _COLOURS = {"gpu": "#31a354", "cpu": "#6a51a3", "lane": "#2f7ed8"}
 
 
-def timeline_svg(timeline: dict[str, Any]) -> str:
+def timeline_svg(timeline: Mapping[str, Any]) -> str:
     """Busy time over the run (a step area per bin) and one lane per top-level marker name.
 
     Args:

@@ -13,6 +13,7 @@ from typing import Any
 from ncompass.analysis.breakdown import RankBreakdown
 from ncompass.analysis.markers import MarkerStats
 from ncompass.analysis.operations import KernelStats
+from ncompass.analysis.summary_types import BottleneckRow
 from ncompass.traces.link import NO_LINK, LinkedTrace, marker_group
 
 IDLE_FRACTION = 0.2  # GPU idle share of the kernel span worth reporting
@@ -68,7 +69,7 @@ class Bottleneck:
     evidence: dict[str, Any] = field(default_factory=dict)
     recommendation: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BottleneckRow:
         """JSON-ready dict."""
         return {
             "rule": self.rule,

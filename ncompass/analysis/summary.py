@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ncompass.analysis.breakdown import rank_breakdown
 from ncompass.analysis.html_page import SummaryReport
@@ -17,6 +17,7 @@ from ncompass.analysis.markers import (
 )
 from ncompass.analysis.operations import build_operations, kernel_stats
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
+from ncompass.analysis.summary_types import Focus, StructuredSummary, Summary
 from ncompass.analysis.timeline import busy_timeline
 from ncompass.traces.link import link_trace
 
@@ -27,7 +28,7 @@ def summarize_trace(
     top: int = 20,
     feedback_context: dict[str, Any] | None = None,
     progress: bool | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """Summarize where a trace's time went.
 
     Args:
@@ -39,10 +40,11 @@ def summarize_trace(
 
     Returns:
         ``{"markdown": str, "structured": {"operations", "bottlenecks", "recommendations",
-        "markers", "breakdown", "trace", "focus"}}``; ``operations`` and ``bottlenecks`` are
-        lists of dicts, ``recommendations`` a list of strings. Each marker lists the Inductor
+        "markers", "breakdown", "trace", "focus", "timeline"}}`` (the keys and rows are
+        :class:`~ncompass.analysis.summary_types.Summary`'s). Each marker lists the Inductor
         kernels compiled from its code (``compiled_kernels``); a compiled marker whose range
-        never recorded has an entry too.
+        never recorded has an entry too. At run time a :class:`SummaryReport`, a plain dict
+        that Jupyter shows as its HTML page.
 
     Raises:
         TraceError: The file is missing, truncated or not a trace.
@@ -58,7 +60,7 @@ def summarize_trace(
     if may_hold_compiled_kernels(trace):  # a second pass, only over traces of compiled code
         compiled_only = add_compiled_kernels(markers, compiled_kernel_stats(path))
     wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
-    structured: dict[str, Any] = {
+    structured: StructuredSummary = {
         "operations": build_operations(trace, markers, kernels, top),
         "bottlenecks": [finding.to_dict() for finding in bottlenecks],
         "recommendations": recommendations,
@@ -81,10 +83,11 @@ def summarize_trace(
         "focus": _focus(feedback_context, list(markers)),
         "timeline": busy_timeline(trace),
     }
-    return SummaryReport(markdown=render_markdown(structured, top=top), structured=structured)
+    report = SummaryReport(markdown=render_markdown(structured, top=top), structured=structured)
+    return cast(Summary, report)
 
 
-def _focus(feedback_context: dict[str, Any] | None, marker_names: list[str]) -> dict[str, Any]:
+def _focus(feedback_context: dict[str, Any] | None, marker_names: list[str]) -> Focus:
     if not feedback_context:
         return {}
     target = str(feedback_context.get("target_module") or "")

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Literal
 
 from ncompass.analysis.intervals import Interval, total_length, union
+from ncompass.analysis.summary_types import Timeline
 from ncompass.traces.link import NO_LINK, LinkedTrace, marker_group
 
 COLUMNS = 600
 LANES = 8
 
 
-def busy_timeline(
-    trace: LinkedTrace, *, columns: int = COLUMNS, lanes: int = LANES
-) -> dict[str, Any]:
+def busy_timeline(trace: LinkedTrace, *, columns: int = COLUMNS, lanes: int = LANES) -> Timeline:
     """GPU busy time (CPU time inside markers when there is no GPU work) per bin of the run, and
     where the top-level markers ran.
 
@@ -38,10 +37,10 @@ def busy_timeline(
         (start, start + duration) for start, duration in zip(gpu.start, gpu.duration, strict=True)
     )
     markers = trace.markers
-    source = "gpu" if gpu_busy else "cpu"
+    source: Literal["gpu", "cpu"] = "gpu" if gpu_busy else "cpu"
     busy = gpu_busy or union((marker.start, marker.end) for marker in markers)
     begin, end = _span(trace, busy)
-    result: dict[str, Any] = {
+    result: Timeline = {
         "source": source,
         "start_us": begin,
         "end_us": end,

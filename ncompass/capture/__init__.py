@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ncompass.capture.lifecycle import ProfiledRun, profiled
     from ncompass.capture.run_options import RunOptions, RunResult, load_specs, run_command
     from ncompass.capture.runner import run
+    from ncompass.capture.sidecar import Sidecar, read_sidecar
     from ncompass.capture.trace_files import claim_trace_path, sidecar_path, trace_dir
 
 # public name -> module that defines it (imported on first use: most need torch)
@@ -32,6 +33,8 @@ _LAZY: dict[str, str] = {
     "claim_trace_path": "ncompass.capture.trace_files",
     "sidecar_path": "ncompass.capture.trace_files",
     "trace_dir": "ncompass.capture.trace_files",
+    "Sidecar": "ncompass.capture.sidecar",
+    "read_sidecar": "ncompass.capture.sidecar",
     "CompiledKernel": "ncompass.capture.compiled_kernels",
     "attribute_kernels": "ncompass.capture.kernel_markers",
 }
@@ -43,12 +46,14 @@ __all__ = [
     "ProfiledRun",
     "RunOptions",
     "RunResult",
+    "Sidecar",
     "attribute_kernels",
     "capture_trace",
     "claim_trace_path",
     "load_specs",
     "profiled",
     "profiling_enabled",
+    "read_sidecar",
     "run",
     "run_command",
     "sidecar_path",

@@ -38,6 +38,8 @@ from ncompass.errors import CaptureError, NcompassError
 from ncompass.importer.script import ScriptNotFoundError
 
 if TYPE_CHECKING:
+    from ncompass.capture.sidecar import Sidecar, SidecarExtras
+    from ncompass.importer.registry import MarkerRecord
     from ncompass.spec.models import RewriteConfig, TargetSpec
 
 CHILD_REPORT_OPTION = "--child-report"
@@ -79,7 +81,7 @@ class ChildCapture(Protocol):
     def write_trace(self, trace_path: Path) -> str:
         """Write the trace after the child exited; returns a line saying what it holds."""
 
-    def sidecar_extras(self) -> dict[str, Any]:
+    def sidecar_extras(self) -> SidecarExtras:
         """Keys added to the run's sidecar."""
 
 
@@ -255,14 +257,19 @@ def _error_from_child(outcome: dict[str, Any]) -> NcompassError:
 
 def _complete_sidecar(
     trace_path: Path, capture: ChildCapture, exit_code: int
-) -> tuple[Path | None, list[dict[str, Any]]]:
+) -> tuple[Path | None, list[MarkerRecord]]:
     """Name the real profiler in the sidecar the child wrote; returns it and its markers."""
     path = sidecar_path(trace_path)
     try:
-        document = orjson.loads(path.read_bytes())
+        document: Sidecar = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return None, []
-    document.update({"profiler": capture.name, "exit_code": exit_code, **capture.sidecar_extras()})
+    document = {
+        **document,
+        "profiler": capture.name,
+        "exit_code": exit_code,
+        **capture.sidecar_extras(),
+    }
     path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     markers = document.get("markers")
     return path, markers if isinstance(markers, list) else []

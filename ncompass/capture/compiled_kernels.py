@@ -24,7 +24,10 @@ import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ncompass.capture.sidecar import CompiledKernelSource
 
 PROVENANCE_ARTIFACT = "inductor_provenance_tracking_kernel_stack_traces"
 """Name of the structured-trace artefact that maps kernels to the stacks of their FX nodes."""
@@ -110,7 +113,7 @@ class CompiledKernel:
     graph: int | None
     stacks: list[tuple[SourceLine, ...]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CompiledKernelSource:
         """JSON-ready dict (recorded in the run's sidecar)."""
         return {
             "name": self.name,

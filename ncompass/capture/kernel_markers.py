@@ -14,11 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ncompass.capture.compiled_kernels import CompiledKernel
 from ncompass.traces.annotate import KERNEL_MARKERS_ARG, annotate_trace
 from ncompass.traces.events import Event
+
+if TYPE_CHECKING:
+    from ncompass.capture.sidecar import CompiledKernelRecord
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")  # C++ kernels record as graph_{id}_{kernel name}
 _INDUCTOR_KERNEL = re.compile(r"^(?:graph_\d+_)?(?:cpp_fused_|triton_(?:poi|red|per|tem|for)_)")
@@ -167,7 +170,7 @@ def attribute_kernels(
 
 def kernel_records(
     kernels: Iterable[CompiledKernel], manifest: Iterable[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+) -> list[CompiledKernelRecord]:
     """The run's kernel → source-lines map with each kernel's markers, as the sidecar holds it."""
     spans = marker_spans(manifest)
     return [{**kernel.to_dict(), "markers": kernel_markers(kernel, spans)} for kernel in kernels]

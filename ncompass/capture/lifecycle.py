@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ncompass import environment_variables
 from ncompass.capture.environment import scoped_environment
 from ncompass.errors import CaptureError
 from ncompass.importer.hook import WholeRunRange
-from ncompass.importer.registry import REGISTRY
+from ncompass.importer.registry import REGISTRY, MarkerRecord
 from ncompass.spec.models import RewriteConfig
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class ProfiledRun:
     whole_run: WholeRunRange
     yielded: bool = False
     written: Path | None = None
-    markers: list[dict[str, Any]] = field(default_factory=list)
+    markers: list[MarkerRecord] = field(default_factory=list)
 
 
 @contextmanager

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ncompass.errors import CaptureError
+
+if TYPE_CHECKING:
+    from ncompass.capture.sidecar import SidecarExtras
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 """What ``nsys profile --trace`` records unless ``--nsys-args`` chooses."""
@@ -89,7 +92,7 @@ class NsysCapture:
         result = convert_report(self.report, trace_path, nsys=self.nsys)
         return f"Nsight Systems report {self.report}: {result.describe()}"
 
-    def sidecar_extras(self) -> dict[str, Any]:
+    def sidecar_extras(self) -> SidecarExtras:
         """The report and how nsys was run."""
         return {"nsys": {"report": self.report.name, "args": self.extra_args}}
 

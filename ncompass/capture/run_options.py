@@ -13,13 +13,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ncompass.spec.merge import merge_specs
 from ncompass.spec.models import RewriteConfig, TargetSpec
 
 if TYPE_CHECKING:
     from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline
+    from ncompass.importer.registry import MarkerRecord
 
 
 @dataclass
@@ -67,7 +68,7 @@ class RunResult:
     exit_code: int
     trace_path: Path | None
     sidecar_path: Path | None
-    markers: list[dict[str, Any]]
+    markers: list[MarkerRecord]
     duration_s: float
     config: RewriteConfig
     gpu: GpuTimeline | None = None

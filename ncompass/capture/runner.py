@@ -12,7 +12,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -32,6 +31,7 @@ from ncompass.capture.gpu_timeline import GpuTimeline, finish, start_monitor
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs
+from ncompass.capture.sidecar import CompiledKernelsRecord, Sidecar
 from ncompass.capture.trace_files import (
     claim_trace_path,
     safe_name,
@@ -42,7 +42,7 @@ from ncompass.capture.trace_files import (
 from ncompass.errors import NcompassError
 from ncompass.gpu import GpuMonitor
 from ncompass.importer.hook import disable_rewrites, enable_rewrites
-from ncompass.importer.registry import REGISTRY
+from ncompass.importer.registry import REGISTRY, MarkerRecord
 from ncompass.importer.script import (
     ScriptNotFoundError,
     ScriptOutcome,
@@ -176,7 +176,9 @@ def _is_empty(path: Path) -> bool:
         return False
 
 
-def _compiled_kernels(profiler: object, markers: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _compiled_kernels(
+    profiler: object, markers: list[MarkerRecord]
+) -> CompiledKernelsRecord | None:
     """The sidecar's record of the Inductor kernels compiled during the run and their markers."""
     if not isinstance(profiler, TorchProfiler):
         return None
@@ -192,16 +194,16 @@ def _write_sidecar(
     trace: Path,
     options: RunOptions,
     config: RewriteConfig,
-    markers: list[dict[str, Any]],
+    markers: list[MarkerRecord],
     outcome: ScriptOutcome,
     started: float,
     duration: float,
     gpu: GpuTimeline | None,
-    compiled_kernels: dict[str, Any] | None,
+    compiled_kernels: CompiledKernelsRecord | None,
 ) -> Path:
     path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
-    document = {
+    document: Sidecar = {
         "trace": trace.name,
         "command": [*command, *options.args],
         "python": sys.executable,

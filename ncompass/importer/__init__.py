@@ -19,7 +19,7 @@ if TYPE_CHECKING:
         enable_rewrites,
     )
     from ncompass.importer.inplace import ReimportWarning
-    from ncompass.importer.registry import REGISTRY
+    from ncompass.importer.registry import REGISTRY, MarkerRecord
     from ncompass.importer.script import ScriptNotFoundError, run_module, run_script
     from ncompass.importer.targets import SkippedTargetWarning
     from ncompass.importer.validate import TargetCheck, validate_spec
@@ -40,6 +40,7 @@ _LAZY: dict[str, str] = {
     "run_module": "ncompass.importer.script",
     "run_script": "ncompass.importer.script",
     "REGISTRY": "ncompass.importer.registry",
+    "MarkerRecord": "ncompass.importer.registry",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
@@ -47,6 +48,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 __all__ = [
     "FULL_TRACE_MARKER",
     "REGISTRY",
+    "MarkerRecord",
     "NotRewrittenWarning",
     "ReimportWarning",
     "ScriptNotFoundError",

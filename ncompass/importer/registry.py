@@ -6,11 +6,49 @@ import os
 import threading
 from dataclasses import dataclass, field
 from types import CodeType, FunctionType
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
+# typing_extensions' TypedDict: pydantic validates only it on Python < 3.12
+from typing_extensions import TypedDict
+
 from ncompass.spec.models import RewriteConfig, TargetSpec
+
+
+class MarkerRecord(TypedDict):
+    """One marker site in the manifest (``MarkerSite.to_dict``), as the run's sidecar, the
+    session history and the providers' marker requests hold it.
+
+    Attributes:
+        id: Number of the site within its module (names the generated helpers).
+        name: The marker name, or its template when ``dynamic``.
+        kind: ``function``, ``call`` or ``range``.
+        context: The range context (``torch``, ``nvtx``, ``pkg.mod:Class``, ...).
+        module: The module's dotted name or file name.
+        file: The source file.
+        qualname: The function the marker is in (``<module>`` at top level).
+        start_line, end_line: The original lines covered.
+        dynamic: The name has ``{expr}`` parts evaluated at call time.
+        async_safe: Start/end ranges instead of push/pop.
+        values: Keyword values for custom contexts.
+        spec_line: Where the marker is written in its spec file.
+    """
+
+    id: int
+    name: str
+    # rewrite.plan's MarkerKind, spelt out: a cached import does not load the rewriter
+    kind: Literal["function", "call", "range"]
+    context: str
+    module: str
+    file: str | None
+    qualname: str
+    start_line: int
+    end_line: int
+    dynamic: bool
+    async_safe: bool
+    values: dict[str, Any]
+    spec_line: int | None
 
 
 @dataclass(eq=False)
@@ -33,9 +71,9 @@ class RewrittenModule:
     originals: list[tuple[FunctionType, CodeType]] = field(default_factory=list)
 
     @property
-    def manifest(self) -> list[dict[str, Any]]:
+    def manifest(self) -> list[MarkerRecord]:
         """The marker sites, decoded."""
-        entries: list[dict[str, Any]] = orjson.loads(self.manifest_json)
+        entries: list[MarkerRecord] = orjson.loads(self.manifest_json)
         return entries
 
 
@@ -66,7 +104,7 @@ class Registry:
         with self._lock:
             return list(self._modules.values())
 
-    def manifest(self) -> list[dict[str, Any]]:
+    def manifest(self) -> list[MarkerRecord]:
         """Every marker site placed in this process (marker name → module, function, lines)."""
         return [site for module in self.modules() for site in module.manifest]
 
@@ -86,4 +124,4 @@ class Registry:
 
 REGISTRY = Registry()
 
-__all__ = ["REGISTRY", "Registry", "RewrittenModule"]
+__all__ = ["REGISTRY", "MarkerRecord", "Registry", "RewrittenModule"]

@@ -3,14 +3,17 @@ compared side by side when they hold no GPU time to break down."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ncompass._files import move_if_absent, removed_on_error, temporary_path
 from ncompass._format import format_duration
 from ncompass.remote.errors import RemoteError
 from ncompass.remote.fetch import FetchReport
+
+if TYPE_CHECKING:
+    from ncompass.analysis.summary_types import Summary
 
 
 def merged_trace_path(job_dir: Path, trace_name: str) -> Path:
@@ -45,7 +48,7 @@ def merge_ranks(report: FetchReport) -> Path | None:
     return output
 
 
-def cpu_by_rank(summaries: Sequence[tuple[int, Mapping[str, Any]]], top: int = 10) -> list[str]:
+def cpu_by_rank(summaries: Sequence[tuple[int, Summary]], top: int = 10) -> list[str]:
     """Lines of a table: each marker's CPU time in each rank, then each rank's CPU wall time.
 
     For runs without GPU events (the GPU breakdown is empty): the markers whose CPU time is

@@ -16,11 +16,7 @@ from fastapi.responses import FileResponse
 
 from ncompass._version import __version__
 from ncompass.analysis.providers.base import AnalysisProvider
-from ncompass.service.body_limit import BodySizeLimit
-from ncompass.service.jobs import Job, JobBoard, QueueFull, UnknownUpload
-from ncompass.service.json_depth import DepthLimitedRoute
-from ncompass.service.limits import ServiceLimits
-from ncompass.service.models import (
+from ncompass.analysis.providers.service_api import (
     AnalyzeRequest,
     ErrorInfo,
     FilterRequest,
@@ -34,6 +30,10 @@ from ncompass.service.models import (
     SummaryResult,
     UploadInfo,
 )
+from ncompass.service.body_limit import BodySizeLimit
+from ncompass.service.jobs import Job, JobBoard, QueueFull, UnknownUpload
+from ncompass.service.json_depth import DepthLimitedRoute
+from ncompass.service.limits import ServiceLimits
 from ncompass.service.storage import NotATrace, StorageFull, TraceStore, is_id
 
 _ERRORS: dict[int | str, dict[str, Any]] = {

@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 
 from ncompass.analysis.providers.base import AnalysisProvider, MarkerRequest
+from ncompass.analysis.providers.service_api import ErrorKind, JobKind, JobState
 from ncompass.errors import NcompassError, TraceError
 from ncompass.service.limits import ServiceLimits
-from ncompass.service.models import ErrorKind, JobKind, JobState
 from ncompass.service.storage import StoredItem, TraceStore, new_id
 
 log = logging.getLogger("ncompass.service")

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ncompass.importer.registry import MarkerRecord
 from ncompass.session.history import IterationRecord
 from ncompass.session.sites import name_pattern
 from ncompass.traces.link import NO_LINK, LinkedTrace, Marker, link_trace
@@ -272,7 +273,7 @@ def answer_from_markers(
         return None
     trace = link_trace(record.trace_path, progress=False)
     patterns = [(site, name_pattern(site)) for site in statements]
-    site_of_name: dict[str, dict[str, Any] | None] = {}
+    site_of_name: dict[str, MarkerRecord | None] = {}
     gpu = len(trace.gpu) > 0
     gpu_self = [0.0] * len(trace.markers)
     if gpu:
@@ -345,7 +346,7 @@ def _clip_outliers(
         per_repeat[key] = clipped
 
 
-def _site_summary(site: dict[str, Any]) -> dict[str, Any]:
+def _site_summary(site: MarkerRecord) -> dict[str, Any]:
     start, end = int(site.get("start_line", 0)), int(site.get("end_line", 0))
     name = str(site.get("name", ""))
     file = str(site.get("file") or "")

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from ncompass.capture.sidecar import Sidecar
 from ncompass.errors import TraceError
 from ncompass.session.answer import Answer, Contender, WorkTime
 from ncompass.session.callstacks import CodeLine, framework_dirs
@@ -47,7 +46,7 @@ class CompiledKernelTime:
 
 
 def compiled_kernel_times(
-    trace_path: str | Path, sidecar: dict[str, Any]
+    trace_path: str | Path, sidecar: Sidecar | None
 ) -> list[CompiledKernelTime]:
     """The run's compiled kernels with their time and source lines, slowest first.
 
@@ -55,8 +54,8 @@ def compiled_kernel_times(
     of torch and the standard library are skipped: ``F.linear`` inside ``nn.Linear`` stands for
     ``self.proj(x)``). GPU time when the kernels ran on a GPU, else their CPU time.
     """
-    record = sidecar.get("compiled_kernels")
-    kernels = record.get("kernels") if isinstance(record, dict) else None
+    record = sidecar.get("compiled_kernels") if sidecar is not None else None
+    kernels = record.get("kernels") if record is not None else None
     if not kernels:
         return []
     framework = framework_dirs()
@@ -89,7 +88,7 @@ def compiled_kernel_times(
 
 
 def into_compiled_code(
-    answer: Answer, trace_path: str | Path, sidecar: dict[str, Any], planner: MarkerPlanner
+    answer: Answer, trace_path: str | Path, sidecar: Sidecar | None, planner: MarkerPlanner
 ) -> Answer:
     """The answer moved down into compiled code when its kernels hold most of the answer's
     time (see the module docstring); else the answer as it was.
@@ -171,15 +170,4 @@ def _place(
     return file, (start, end), text, f"{Path(file).stem}:{scope.qualname}"
 
 
-def load_sidecar(trace_path: str | Path) -> dict[str, Any]:
-    """The run's sidecar, or an empty dict when there is none (or it is unreadable)."""
-    from ncompass.capture.trace_files import sidecar_path
-
-    try:
-        data = orjson.loads(sidecar_path(Path(trace_path)).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-__all__ = ["CompiledKernelTime", "compiled_kernel_times", "into_compiled_code", "load_sidecar"]
+__all__ = ["CompiledKernelTime", "compiled_kernel_times", "into_compiled_code"]

@@ -9,6 +9,7 @@ from ncompass.analysis.comparison import Comparison, compare_samples
 from ncompass.analysis.comparison.result import UNKNOWN
 from ncompass.analysis.comparison.samples import SideSamples, read_side
 from ncompass.errors import NcompassError
+from ncompass.importer.registry import MarkerRecord
 
 
 @dataclass
@@ -67,7 +68,7 @@ class IterationRecord:
     trace_path: str
     summary_path: str | None = None
     markers: dict[str, MarkerTime] = field(default_factory=dict)
-    manifest: list[dict[str, Any]] = field(default_factory=list)
+    manifest: list[MarkerRecord] = field(default_factory=list)
     feedback: dict[str, Any] | None = None
     exit_code: int = 0
     note: str | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import sys
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,9 +104,9 @@ class MarkerPlanner:
 
     def drill(self, record: IterationRecord, limit: int = 2) -> Proposal:
         """Markers one level finer inside the hottest markers of ``record``."""
-        for site in record.manifest:
-            if site.get("module") and site.get("file"):
-                self.known_files.setdefault(str(site["module"]), str(site["file"]))
+        for placed in record.manifest:
+            if placed.get("module") and placed.get("file"):
+                self.known_files.setdefault(str(placed["module"]), str(placed["file"]))
         proposal = Proposal()
         sites = hot_sites(record)
         total = sum(time for _, time in sites) or 1.0
@@ -185,7 +185,7 @@ class MarkerPlanner:
 
     # -- drilling one site -------------------------------------------------------------------
 
-    def _drill_site(self, site: dict[str, Any], proposal: Proposal) -> None:
+    def _drill_site(self, site: Mapping[str, Any], proposal: Proposal) -> None:
         if site.get("name") == FULL_TRACE_MARKER:
             if self.entry is None:
                 proposal.reasons.append(
@@ -418,7 +418,7 @@ class MarkerPlanner:
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def _is_file_label(site: dict[str, Any]) -> bool:
+def _is_file_label(site: Mapping[str, Any]) -> bool:
     module = str(site.get("module") or "")
     return module.endswith(".py") or module == "__main__"
 

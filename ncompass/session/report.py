@@ -7,6 +7,7 @@ from typing import Any
 
 from ncompass._format import format_duration
 from ncompass.importer import FULL_TRACE_MARKER
+from ncompass.importer.registry import MarkerRecord
 from ncompass.runtime.names import trace_safe_name
 from ncompass.session.answer import Answer
 from ncompass.session.history import IterationRecord, MarkerChange, MarkerTime, history_changes
@@ -15,7 +16,7 @@ from ncompass.session.history import IterationRecord, MarkerChange, MarkerTime, 
 _MIN_STATEMENT_SHARE = 0.05
 
 
-def _site(record: IterationRecord, marker: str) -> dict[str, Any] | None:
+def _site(record: IterationRecord, marker: str) -> MarkerRecord | None:
     for site in record.manifest:
         if trace_safe_name(str(site.get("name"))) == marker:
             return site

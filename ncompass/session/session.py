@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,11 @@ import orjson
 from ncompass.analysis.comparison import Comparison
 from ncompass.analysis.comparison import compare as compare_traces
 from ncompass.analysis.providers import AnalysisProvider, MarkerRequest, make_provider
+from ncompass.analysis.summary_types import Summary
 from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.run_options import run_command
+from ncompass.capture.sidecar import Sidecar, read_sidecar
 from ncompass.capture.trace_files import claim_trace_path, safe_name
 from ncompass.errors import TraceError
 from ncompass.importer.hook import (
@@ -28,9 +30,10 @@ from ncompass.importer.hook import (
     disable_rewrites,
     enable_rewrites,
 )
+from ncompass.importer.registry import MarkerRecord
 from ncompass.overwrite_guard import same_file
 from ncompass.session.answer import Answer
-from ncompass.session.compiled import into_compiled_code, load_sidecar
+from ncompass.session.compiled import into_compiled_code
 from ncompass.session.findings import (
     discovery_answer,
     hot_path_proposal,
@@ -240,7 +243,7 @@ class ProfilingSession:
             raise SessionError(
                 f"`{' '.join(command)}` wrote no trace (exit {done.returncode}):\n{tail}"
             )
-        sidecar = orjson.loads(sidecar_path(trace_path).read_bytes())
+        sidecar: Sidecar = orjson.loads(sidecar_path(trace_path).read_bytes())
         self._entry = EntryPoint(TargetKey(file=str(Path(script).resolve())))
         self.last_run_output = done.stdout
         self.last_run_errors = done.stderr
@@ -270,7 +273,7 @@ class ProfilingSession:
             self._predicted = []
         if answer is not None:
             answer = into_compiled_code(
-                answer, record.trace_path, load_sidecar(record.trace_path), planner
+                answer, record.trace_path, read_sidecar(Path(record.trace_path)), planner
             )
         record.answer = answer.to_dict() if answer is not None else None
         self._save()
@@ -288,7 +291,7 @@ class ProfilingSession:
         self,
         iteration: int,
         trace_path: Path,
-        manifest: list[dict[str, Any]],
+        manifest: list[MarkerRecord],
         exit_code: int,
         note: str | None,
     ) -> IterationRecord:
@@ -311,7 +314,7 @@ class ProfilingSession:
 
     def get_trace_summary(
         self, trace_path: str | None = None, feedback_context: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+    ) -> Summary:
         """The summary of a trace (default: the last one): ``{"markdown", "structured"}``.
 
         Served from the cache when the same trace (by content) was summarized before by the
@@ -321,7 +324,7 @@ class ProfilingSession:
 
     def _summary(
         self, path: Path, feedback_context: dict[str, Any] | None, *, fallback_ok: bool
-    ) -> dict[str, Any]:
+    ) -> Summary:
         key = self.summaries.key(path, feedback_context, self.provider.name)
         summary = self.summaries.get(key, fallback_ok=fallback_ok)
         if summary is None:
@@ -358,7 +361,7 @@ class ProfilingSession:
             [by_number[iteration_a].trace_path], [by_number[iteration_b].trace_path], progress=False
         )
 
-    def load_trace_summary(self, trace_name_filter: str | None = None) -> dict[str, Any] | None:
+    def load_trace_summary(self, trace_name_filter: str | None = None) -> Summary | None:
         """The newest cached summary whose trace name contains ``trace_name_filter``."""
         return self.summaries.find(trace_name_filter)
 
@@ -532,7 +535,7 @@ class ProfilingSession:
         if self.provider.name == "builtin":
             return Proposal()
         last = self.iterations[-1] if self.iterations else None
-        summary: dict[str, Any] = {}
+        summary: Mapping[str, Any] = {}
         if last is not None:
             with contextlib.suppress(TraceError):
                 # a summary the provider just fell back on will do: asking again only warns again

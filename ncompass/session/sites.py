@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ncompass.importer import FULL_TRACE_MARKER
@@ -10,10 +11,11 @@ from ncompass.runtime.names import trace_safe_name
 from ncompass.session.history import IterationRecord
 
 
-def hot_sites(record: IterationRecord) -> list[tuple[dict[str, Any], float]]:
+def hot_sites(record: IterationRecord) -> list[tuple[Mapping[str, Any], float]]:
     """Marker sites of the manifest with the self time of every trace marker that is theirs."""
     by_site: dict[int, float] = {}
-    sites: dict[int, dict[str, Any]] = {}
+    # manifest records, and one pseudo-site for the whole-run range
+    sites: dict[int, Mapping[str, Any]] = {}
     patterns = [(i, name_pattern(site)) for i, site in enumerate(record.manifest)]
     for name, time in record.markers.items():
         if name == FULL_TRACE_MARKER:
@@ -29,7 +31,7 @@ def hot_sites(record: IterationRecord) -> list[tuple[dict[str, Any], float]]:
     return [(sites[position], self_us) for position, self_us in ranked]
 
 
-def name_pattern(site: dict[str, Any]) -> re.Pattern[str]:
+def name_pattern(site: Mapping[str, Any]) -> re.Pattern[str]:
     """Matches the names a site's ranges have in a trace (cleaned like the recorder cleans them)."""
     name = trace_safe_name(str(site.get("name", "")))
     if not site.get("dynamic"):

@@ -6,12 +6,13 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from ncompass._files import sha256_file, write_atomic
 from ncompass._version import __version__
+from ncompass.analysis.summary_types import Summary
 
 
 class SummaryCache:
@@ -30,7 +31,7 @@ class SummaryCache:
         """The file of a cache entry."""
         return self.folder / f"{key}.json"
 
-    def get(self, key: str, *, fallback_ok: bool = False) -> dict[str, Any] | None:
+    def get(self, key: str, *, fallback_ok: bool = False) -> Summary | None:
         """The cached summary, or None.
 
         A corrupt entry counts as missing and is removed; a fallback entry (the provider could
@@ -50,11 +51,9 @@ class SummaryCache:
             return None
         if entry.get("fallback") and not fallback_ok:
             return None
-        return summary
+        return cast(Summary, summary)  # a summary this cache stored
 
-    def put(
-        self, key: str, trace: Path, summary: dict[str, Any], *, fallback: str | None = None
-    ) -> Path:
+    def put(self, key: str, trace: Path, summary: Summary, *, fallback: str | None = None) -> Path:
         """Store a summary; returns the entry's file.
 
         ``fallback`` is why the provider asked fell back to another one: :meth:`find` still
@@ -71,11 +70,11 @@ class SummaryCache:
         write_atomic(path, orjson.dumps(entry))
         return path
 
-    def find(self, trace_name_filter: str | None = None) -> dict[str, Any] | None:
+    def find(self, trace_name_filter: str | None = None) -> Summary | None:
         """The newest cached summary whose trace name contains ``trace_name_filter``."""
         if not self.folder.is_dir():
             return None
-        best: tuple[float, dict[str, Any]] | None = None
+        best: tuple[float, Summary] | None = None
         for path in self.folder.glob("*.json"):
             try:
                 entry = orjson.loads(path.read_bytes())

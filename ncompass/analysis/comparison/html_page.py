@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ def render_comparison_html(
     comparison: dict[str, Any],
     *,
     top: int = 50,
-    timelines: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
+    timelines: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {}),
 ) -> str:
     """Render ``Comparison.to_dict()`` as one HTML page.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,7 +134,7 @@ class Comparison:
     markers: tuple[Change, ...] = field(default_factory=tuple)
     cpu_ops: tuple[Change, ...] = field(default_factory=tuple)
     kernels: tuple[Change, ...] = field(default_factory=tuple)
-    timelines: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    timelines: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {})
 
     @property
     def run_time(self) -> Change:

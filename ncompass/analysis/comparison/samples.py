@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ class SideSamples:
     spans: array[float] = field(default_factory=lambda: array("d"))
     gpu_busy: array[float] = field(default_factory=lambda: array("d"))
     step_gpu_busy: array[float] = field(default_factory=lambda: array("d"))
-    timeline: dict[str, Any] = field(default_factory=dict)
+    timeline: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def runs(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -66,7 +67,7 @@ block; names are plain text (no braces); no "replace", "context" or "values" key
 {"targets": []} when nothing finer is worth measuring."""
 
 
-def summary_digest(structured: dict[str, Any], top: int = DIGEST_TOP) -> dict[str, Any]:
+def summary_digest(structured: Mapping[str, Any], top: int = DIGEST_TOP) -> dict[str, Any]:
     """The numbers a narrative may cite: totals, the GPU breakdown, findings, top rows."""
     trace = structured.get("trace") or {}
     operations = [op for op in structured.get("operations") or [] if isinstance(op, dict)]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from ncompass.analysis.summary_types import Summary
+from ncompass.importer.registry import MarkerRecord
 
 
 @dataclass
@@ -13,7 +17,8 @@ class MarkerRequest:
 
     Attributes:
         spec: The current spec (version 1 dict).
-        summary: The structured summary of the last trace.
+        summary: The structured summary of the last trace (a :class:`StructuredSummary` from
+            this process; from a client of the service, only a JSON object), or empty.
         markers: The manifest of the markers in that trace (name → module, function, lines).
         feedback: The user's question: ``feedback_text``, ``target_module``, ``start_line``,
             ``end_line`` (None when the session drills on its own).
@@ -21,8 +26,8 @@ class MarkerRequest:
     """
 
     spec: dict[str, Any]
-    summary: dict[str, Any]
-    markers: list[dict[str, Any]]
+    summary: Mapping[str, Any]
+    markers: list[MarkerRecord]
     feedback: dict[str, Any] | None = None
     sources: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -38,8 +43,8 @@ class AnalysisProvider(Protocol):
 
     def summarize(
         self, trace_path: Path, *, top: int = 20, feedback_context: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """``{"markdown": str, "structured": {"operations", "bottlenecks", "recommendations"}}``."""
+    ) -> Summary:
+        """The trace's summary, ``{"markdown", "structured"}`` (see :class:`Summary`)."""
 
     def filter(
         self,

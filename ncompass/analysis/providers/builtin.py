@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.analysis.providers.base import MarkerRequest
+from ncompass.analysis.summary_types import Summary
 
 
 class BuiltinProvider:
@@ -15,7 +16,7 @@ class BuiltinProvider:
 
     def summarize(
         self, trace_path: Path, *, top: int = 20, feedback_context: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+    ) -> Summary:
         """See :meth:`AnalysisProvider.summarize`."""
         from ncompass.analysis.summary import summarize_trace
 

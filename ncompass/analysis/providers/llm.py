@@ -35,6 +35,7 @@ from ncompass.analysis.providers._proposals import InvalidProposal, check_propos
 from ncompass.analysis.providers.base import AnalysisProvider, MarkerRequest
 from ncompass.analysis.providers.builtin import BuiltinProvider
 from ncompass.analysis.providers.fallback import warn_fallback
+from ncompass.analysis.summary_types import Summary
 
 _FAILURES = (HttpFailure, InvalidAnswer, InvalidNarrative, InvalidProposal)
 
@@ -60,7 +61,7 @@ class LLMProvider:
 
     def summarize(
         self, trace_path: Path, *, top: int = 20, feedback_context: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+    ) -> Summary:
         """The wrapped summary with a ``## Narrative`` section added to its markdown and
         ``structured["narrative"]`` (``model``, ``text``); the numbers are untouched."""
         summary = self.wrapped.summarize(trace_path, top=top, feedback_context=feedback_context)

@@ -14,9 +14,10 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import orjson
+from pydantic import BaseModel, ValidationError
 
 from ncompass import environment_variables
 from ncompass._format import format_size
@@ -31,13 +32,21 @@ from ncompass.analysis.providers._http import (
 from ncompass.analysis.providers._proposals import InvalidProposal, check_proposal
 from ncompass.analysis.providers.base import AnalysisProvider, MarkerRequest
 from ncompass.analysis.providers.fallback import warn_fallback
+from ncompass.analysis.providers.service_api import (
+    API_VERSION,
+    JobStatus,
+    ProposalResult,
+    ServiceHello,
+    SummaryResult,
+    UploadReceipt,
+)
+from ncompass.analysis.summary_types import StructuredSummary, Summary
 from ncompass.errors import TraceError
 
 TOKEN_ENV = environment_variables.NCOMPASS_ANALYSIS_TOKEN
-API_VERSION = 1
-_SUMMARY_LISTS = ("operations", "bottlenecks", "recommendations")
 
 T = TypeVar("T")
+Answer = TypeVar("Answer", bound=BaseModel)
 
 
 class _Deadline:
@@ -98,11 +107,11 @@ class RemoteProvider:
 
     def summarize(
         self, trace_path: Path, *, top: int = 20, feedback_context: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+    ) -> Summary:
         """See :meth:`AnalysisProvider.summarize`."""
         trace_path = Path(trace_path)
 
-        def local() -> dict[str, Any]:
+        def local() -> Summary:
             return self.fallback.summarize(trace_path, top=top, feedback_context=feedback_context)
 
         if not trace_path.is_file():
@@ -160,7 +169,7 @@ class RemoteProvider:
 
     def _summarize(
         self, trace_path: Path, top: int, feedback_context: dict[str, Any] | None
-    ) -> dict[str, Any]:
+    ) -> Summary:
         deadline = _Deadline(self.job_timeout_s, self.timeout_s)
         health = self._health(deadline)
         body: dict[str, Any] = {"top": top}
@@ -169,8 +178,10 @@ class RemoteProvider:
             kind = "analyze"
             body["feedback_context"] = feedback_context
         job = self._run_upload_job(kind, trace_path, body, health, deadline)
-        answer = self._get(str(job["result_url"]), deadline)
-        summary = _checked_summary(answer.body, self._url(str(job["result_url"])))
+        url = self._url(str(job.result_url))
+        body = self._get(url, deadline).body
+        _validated(SummaryResult, body, url, "not a summary (markdown + structured)")
+        summary = cast(Summary, body)  # checked above; the JSON is kept as the service wrote it
         _name_local_trace(summary["structured"], trace_path)
         return summary
 
@@ -179,7 +190,7 @@ class RemoteProvider:
         health = self._health(deadline)
         body = {**options, "gzip": output_path.name.endswith(".gz")}
         job = self._run_upload_job("filter", trace_path, body, health, deadline)
-        url = self._url(str(job["result_url"]))
+        url = self._url(str(job.result_url))
         try:
             return download(url, output_path, timeout_s=deadline.timeout(url), headers=self._auth())
         except OSError as error:
@@ -190,7 +201,7 @@ class RemoteProvider:
         health = self._health(deadline)
         body = dataclasses.asdict(request)
         size = len(orjson.dumps(body))
-        limit = int(health["limits"]["max_request_bytes"])
+        limit = health.limits.max_request_bytes
         if size > limit:
             raise HttpFailure(
                 self.base_url, f"the marker request is {size} bytes; the service takes {limit}"
@@ -200,13 +211,14 @@ class RemoteProvider:
         if answer.status == 404:
             return None  # a service without marker proposals: the session's planner decides
         job = self._wait(self._accepted(answer, url), deadline)
-        result = self._get(str(job["result_url"]), deadline).body
-        if not isinstance(result, dict) or "targets" not in result:
-            raise HttpFailure(url, "malformed answer: a proposal needs a 'targets' key")
-        if result["targets"] is None:
+        result_url = self._url(str(job.result_url))
+        result = _validated(
+            ProposalResult, self._get(result_url, deadline).body, url, "not a proposal"
+        )
+        if result.targets is None:
             return None
         try:
-            targets = check_proposal(result["targets"], request)
+            targets = check_proposal(result.targets, request)
         except InvalidProposal as error:
             raise HttpFailure(url, f"the proposed markers were refused: {error}") from error
         return targets or None
@@ -216,9 +228,9 @@ class RemoteProvider:
         kind: str,
         trace_path: Path,
         body: dict[str, Any],
-        health: dict[str, Any],
+        health: ServiceHello,
         deadline: _Deadline,
-    ) -> dict[str, Any]:
+    ) -> JobStatus:
         """Upload (or reuse the upload of) ``trace_path``, run the job, wait for it."""
         url = self._url(f"/v1/jobs/{kind}")
         for attempt in (1, 2):
@@ -228,23 +240,22 @@ class RemoteProvider:
                 break
             # The upload expired or the service restarted: send the trace once more.
         job = self._wait(self._accepted(answer, url), deadline)
-        if job["status"] == "failed":
-            if job.get("error_kind") == "trace":
+        if job.status == "failed":
+            if job.error_kind == "trace":
                 raise TraceError(
-                    f"the analysis service at {self.base_url} cannot read {trace_path}: "
-                    f"{job.get('error')}"
+                    f"the analysis service at {self.base_url} cannot read {trace_path}: {job.error}"
                 )
-            raise HttpFailure(url, f"the {kind} job failed: {job.get('error')}")
+            raise HttpFailure(url, f"the {kind} job failed: {job.error}")
         return job
 
     def _upload(
-        self, trace_path: Path, health: dict[str, Any], deadline: _Deadline, *, fresh: bool
+        self, trace_path: Path, health: ServiceHello, deadline: _Deadline, *, fresh: bool
     ) -> str:
         stat = trace_path.stat()
         key = (str(trace_path.resolve()), stat.st_size, stat.st_mtime_ns)
         if not fresh and key in self._uploads:
             return self._uploads[key]
-        limit = int(health["limits"]["max_upload_bytes"])
+        limit = health.limits.max_upload_bytes
         if stat.st_size > limit:
             raise HttpFailure(
                 self.base_url,
@@ -264,31 +275,30 @@ class RemoteProvider:
             )
         if answer.status != 201:
             raise HttpFailure(url, self._explain(answer), status=answer.status)
-        upload_id = answer.body.get("upload_id") if isinstance(answer.body, dict) else None
-        if not isinstance(upload_id, str):
-            raise HttpFailure(url, "malformed answer: no upload_id")
+        upload_id = _validated(UploadReceipt, answer.body, url, "no upload_id").upload_id
         self._uploads[key] = upload_id
         return upload_id
 
-    def _wait(self, job: dict[str, Any], deadline: _Deadline) -> dict[str, Any]:
+    def _wait(self, job: JobStatus, deadline: _Deadline) -> JobStatus:
         """Poll a job until it is done or failed (sleeping a little longer each time)."""
-        url = self._url(f"/v1/jobs/{job['job_id']}")
+        url = self._url(f"/v1/jobs/{job.job_id}")
         pause = 0.02
-        while job.get("status") not in ("done", "failed"):
+        while job.status not in ("done", "failed"):
             if deadline.remaining() <= pause:
                 raise HttpFailure(
                     url,
-                    f"the job was still {job.get('status')} after {deadline.seconds:g} s "
+                    f"the job was still {job.status} after {deadline.seconds:g} s "
                     "(the service is busy or the trace is very large)",
                 )
             time.sleep(pause)
             pause = min(pause * 1.5, 1.0)
-            job = _checked_job(self._get(url, deadline).body, url)
+            job = _validated(JobStatus, self._get(url, deadline).body, url, "not a job status")
         return job
 
-    def _health(self, deadline: _Deadline) -> dict[str, Any]:
+    def _health(self, deadline: _Deadline) -> ServiceHello:
         url = self._url("/v1/health")
         body = self._get(url, deadline).body
+        # Who answers and in which API first: the rest of the answer means nothing otherwise.
         if not (isinstance(body, dict) and body.get("service") == "ncompass"):
             raise HttpFailure(url, "malformed answer: this is not an ncompass analysis service")
         if body.get("api") != API_VERSION:
@@ -297,14 +307,10 @@ class RemoteProvider:
                 f"the service speaks API {body.get('api')}, this client {API_VERSION}: "
                 "run the same ncompass version on both sides",
             )
-        limits = body.get("limits")
-        if not isinstance(limits, dict) or not all(
-            isinstance(limits.get(key), int) for key in ("max_upload_bytes", "max_request_bytes")
-        ):
-            raise HttpFailure(url, "malformed answer: the health answer has no limits")
-        if body.get("auth"):
+        health = _validated(ServiceHello, body, url, "not a health answer")
+        if health.auth:
             self._check_token(deadline)
-        return body
+        return health
 
     def _check_token(self, deadline: _Deadline) -> None:
         """Find out about a missing or wrong token before sending a trace, not halfway through
@@ -341,10 +347,10 @@ class RemoteProvider:
                 raise HttpFailure(url, self._explain(answer), status=429)
             time.sleep(pause)
 
-    def _accepted(self, answer: JsonAnswer, url: str) -> dict[str, Any]:
+    def _accepted(self, answer: JsonAnswer, url: str) -> JobStatus:
         if answer.status != 202:
             raise HttpFailure(url, self._explain(answer), status=answer.status)
-        return _checked_job(answer.body, url)
+        return _validated(JobStatus, answer.body, url, "not a job status")
 
     def _explain(self, answer: JsonAnswer) -> str:
         detail = error_detail(answer.body)
@@ -379,33 +385,29 @@ class RemoteProvider:
         return result
 
 
-def _checked_job(body: Any, url: str) -> dict[str, Any]:
-    if (
-        not isinstance(body, dict)
-        or not isinstance(body.get("job_id"), str)
-        or body.get("status") not in ("queued", "running", "done", "failed")
-        or (body.get("status") == "done" and not isinstance(body.get("result_url"), str))
-    ):
-        raise HttpFailure(url, "malformed answer: not a job status")
-    return body
+def _validated(model: type[Answer], body: Any, url: str, what: str) -> Answer:
+    """``body`` as ``model``; an answer that is not one fails naming what was wrong with it."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        raise HttpFailure(url, f"malformed answer: {what} ({_problems(error)})") from None
 
 
-def _checked_summary(body: Any, url: str) -> dict[str, Any]:
-    structured = body.get("structured") if isinstance(body, dict) else None
-    if (
-        not isinstance(body, dict)
-        or not isinstance(body.get("markdown"), str)
-        or not isinstance(structured, dict)
-        or not all(isinstance(structured.get(key), list) for key in _SUMMARY_LISTS)
-    ):
-        raise HttpFailure(url, "malformed answer: not a summary (markdown + structured)")
-    return body
+def _problems(error: ValidationError, shown: int = 3) -> str:
+    """The first few problems of a validation error, as ``where: what`` phrases."""
+    problems = []
+    for problem in error.errors()[:shown]:
+        where = ".".join(str(part) for part in problem["loc"])
+        problems.append(f"{where}: {problem['msg']}" if where else str(problem["msg"]))
+    more = error.error_count() - shown
+    return "; ".join(problems) + (f"; and {more} more" if more > 0 else "")
 
 
-def _name_local_trace(structured: dict[str, Any], trace_path: Path) -> None:
+def _name_local_trace(structured: StructuredSummary, trace_path: Path) -> None:
     """Put the local path where the service wrote the upload's name, as a local summary has."""
-    for key in ("trace", "breakdown"):
-        section = structured.get(key)
+    # Only the lists are checked on arrival: the sections may be missing or of another shape.
+    sections: list[object] = [structured.get("trace"), structured.get("breakdown")]
+    for section in sections:
         if isinstance(section, dict) and section.get("path") == trace_path.name:
             section["path"] = str(trace_path)
     for finding in structured["bottlenecks"]:

@@ -16,10 +16,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ncompass import environment_variables
 from ncompass.errors import CaptureError
+
+if TYPE_CHECKING:
+    from ncompass.capture.sidecar import SidecarExtras
 
 INJECTION_ENV = environment_variables.NVTX_INJECTION64_PATH
 
@@ -122,7 +125,7 @@ class RecorderCapture:
             note += f"; {dropped} events dropped past NCOMPASS_NVTX_MAX_EVENTS"
         return note
 
-    def sidecar_extras(self) -> dict[str, Any]:
+    def sidecar_extras(self) -> SidecarExtras:
         """Nothing beyond the usual sidecar."""
         return {}
 

@@ -1,10 +1,19 @@
-"""Request and response bodies of the analysis service's HTTP API (version 1)."""
+"""Request and response bodies of the analysis service's HTTP API (version 1).
+
+One module for both sides: ``ncompass serve`` (:mod:`ncompass.service`) answers with these
+models and :class:`~ncompass.analysis.providers.remote.RemoteProvider` validates the answers with
+them. It sits under ``analysis.providers`` because the client may not import the service (the
+service is the layer above). The client reads answers through the small base models
+(:class:`ServiceHello`, :class:`UploadReceipt`, :class:`JobStatus`): they hold what a client
+relies on, so a service that adds fields stays compatible.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing_extensions import Self
 
 API_VERSION = 1
 
@@ -14,28 +23,43 @@ JobState = Literal["queued", "running", "done", "failed"]
 # used; internal: the service failed (clients fall back to their own engine).
 ErrorKind = Literal["trace", "input", "internal"]
 
+# The summary's lists a client may rely on (the rest of ``structured`` is free to grow).
+SUMMARY_LISTS = ("operations", "bottlenecks", "recommendations")
+
 
 class _Body(BaseModel):
     # Unknown keys are errors: a misspelt option should not be silently ignored.
     model_config = ConfigDict(extra="forbid")
 
 
-class LimitsInfo(BaseModel):
-    """The bounds a client should respect before sending anything."""
+class UploadLimits(BaseModel):
+    """The sizes a client checks before sending a trace or a request."""
 
     max_upload_bytes: int
     max_request_bytes: int
+
+
+class LimitsInfo(UploadLimits):
+    """The bounds a client should respect before sending anything."""
+
     max_storage_bytes: int
     retention_s: float
     max_queued_jobs: int
 
 
-class HealthInfo(BaseModel):
+class ServiceHello(BaseModel):
+    """What a client reads from ``GET /v1/health``: who answers, in which API, with what limits."""
+
+    service: Literal["ncompass"] = "ncompass"
+    api: int = API_VERSION
+    auth: bool = Field(False, description="Whether requests other than health need a bearer token.")
+    limits: UploadLimits
+
+
+class HealthInfo(ServiceHello):
     """``GET /v1/health``: the service is up, what it runs and what it accepts."""
 
     status: Literal["ok"] = "ok"
-    service: Literal["ncompass"] = "ncompass"
-    api: int = API_VERSION
     version: str
     provider: str = Field(description="The analysis provider jobs run with (e.g. 'builtin').")
     auth: bool = Field(description="Whether requests other than health need a bearer token.")
@@ -43,10 +67,15 @@ class HealthInfo(BaseModel):
     jobs: dict[str, int] = Field(description="Jobs by status.")
 
 
-class UploadInfo(BaseModel):
-    """``POST /v1/uploads``: the stored trace, referenced by ``upload_id`` from then on."""
+class UploadReceipt(BaseModel):
+    """What a client reads from ``POST /v1/uploads``: the id to name the trace by."""
 
     upload_id: str
+
+
+class UploadInfo(UploadReceipt):
+    """``POST /v1/uploads``: the stored trace, referenced by ``upload_id`` from then on."""
+
     name: str
     bytes: int
     gzip: bool
@@ -88,21 +117,32 @@ class ProposeMarkersRequest(_Body):
     sources: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 
-class JobInfo(BaseModel):
-    """A job and where it stands; poll ``GET /v1/jobs/{job_id}`` until ``done`` or ``failed``."""
+class JobStatus(BaseModel):
+    """What a client reads from a job: where it stands and, once done, where its result is."""
 
     job_id: str
-    kind: JobKind
     status: JobState
-    upload_id: str | None = None
     error: str | None = None
     error_kind: ErrorKind | None = None
-    created_at: float
-    started_at: float | None = None
-    finished_at: float | None = None
     result_url: str | None = Field(
         None, description="Where to download the result once the job is done."
     )
+
+    @model_validator(mode="after")
+    def _done_has_result(self) -> Self:
+        if self.status == "done" and self.result_url is None:
+            raise ValueError("a done job needs a result_url")
+        return self
+
+
+class JobInfo(JobStatus):
+    """A job and where it stands; poll ``GET /v1/jobs/{job_id}`` until ``done`` or ``failed``."""
+
+    kind: JobKind
+    upload_id: str | None = None
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
 
 
 class ProposalResult(BaseModel):
@@ -112,10 +152,19 @@ class ProposalResult(BaseModel):
 
 
 class SummaryResult(BaseModel):
-    """The result of a ``summarize`` or ``analyze`` job (the seed's summary shape)."""
+    """The result of a ``summarize`` or ``analyze`` job (the seed's summary shape, see
+    :class:`~ncompass.analysis.summary_types.Summary`)."""
 
     markdown: str
     structured: dict[str, Any]
+
+    @field_validator("structured")
+    @classmethod
+    def _has_lists(cls, structured: dict[str, Any]) -> dict[str, Any]:
+        missing = [key for key in SUMMARY_LISTS if not isinstance(structured.get(key), list)]
+        if missing:
+            raise ValueError(f"no list {', '.join(repr(key) for key in missing)}")
+        return structured
 
 
 class ErrorInfo(BaseModel):
@@ -126,6 +175,7 @@ class ErrorInfo(BaseModel):
 
 __all__ = [
     "API_VERSION",
+    "SUMMARY_LISTS",
     "AnalyzeRequest",
     "ErrorInfo",
     "ErrorKind",
@@ -134,10 +184,14 @@ __all__ = [
     "JobInfo",
     "JobKind",
     "JobState",
+    "JobStatus",
     "LimitsInfo",
     "ProposalResult",
     "ProposeMarkersRequest",
+    "ServiceHello",
     "SummarizeRequest",
     "SummaryResult",
     "UploadInfo",
+    "UploadLimits",
+    "UploadReceipt",
 ]

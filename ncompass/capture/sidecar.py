@@ -1,0 +1,100 @@
+"""The run's sidecar: how a trace was made, written beside it as ``NAME.ncompass.json``.
+
+``Sidecar`` and its parts are ``TypedDict``\\ s: the file stays plain JSON, and mypy checks the
+keys its writer (``runner``, ``child_run``) and its readers (the session) use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+
+# typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
+from typing_extensions import NotRequired, TypedDict
+
+from ncompass.capture.trace_files import sidecar_path
+from ncompass.importer.registry import MarkerRecord
+
+
+class CompiledKernelSource(TypedDict):
+    """One Inductor kernel and the source it came from (``CompiledKernel.to_dict``)."""
+
+    name: str
+    graph: int | None
+    stacks: list[list[list[str | int]]]  # per FX node, its frames as [file, line], outermost first
+
+
+class CompiledKernelRecord(CompiledKernelSource):
+    """One Inductor kernel compiled during the run, with the markers whose spans hold it."""
+
+    markers: list[str]
+
+
+class CompiledKernelsRecord(TypedDict):
+    """The sidecar's ``compiled_kernels``."""
+
+    kernels: list[CompiledKernelRecord]
+    note: str | None  # why provenance is missing, when it is
+
+
+class GpuRecord(TypedDict):
+    """The sidecar's ``gpu`` (with ``--gpu-monitor``)."""
+
+    summaries: list[dict[str, Any]]
+    low_utilisation: list[str]
+    counter_events: int
+
+
+class NsysRecord(TypedDict):
+    """The sidecar's ``nsys`` (with ``--nsys``): the report's file name and how nsys ran."""
+
+    report: str
+    args: list[str]
+
+
+class SidecarExtras(TypedDict, total=False):
+    """The keys a run in a child process (``--nsys``, ``nvtx-trace``) adds to the sidecar."""
+
+    nsys: NsysRecord
+
+
+class Sidecar(TypedDict):
+    """Everything the sidecar holds; the ``NotRequired`` keys only when they apply."""
+
+    trace: str
+    command: list[str]
+    python: str
+    profiler: str
+    exit_code: int
+    started_unix_s: float
+    duration_s: float
+    spec: dict[str, Any]
+    markers: list[MarkerRecord]
+    compiled_kernels: NotRequired[CompiledKernelsRecord]
+    gpu: NotRequired[GpuRecord]
+    nsys: NotRequired[NsysRecord]
+    cuda_graph_markers: NotRequired[list[str]]
+
+
+def read_sidecar(trace_path: Path) -> Sidecar | None:
+    """The sidecar of ``trace_path``, or None when there is none (or it is unreadable)."""
+    try:
+        document = orjson.loads(sidecar_path(trace_path).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    # a file the run wrote: trusted to hold what Sidecar says
+    return cast(Sidecar, document) if isinstance(document, dict) else None
+
+
+__all__ = [
+    "CompiledKernelRecord",
+    "CompiledKernelSource",
+    "CompiledKernelsRecord",
+    "GpuRecord",
+    "NsysRecord",
+    "Sidecar",
+    "SidecarExtras",
+    "read_sidecar",
+]
