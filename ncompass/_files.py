@@ -118,18 +118,27 @@ def write_atomic(
 def move_if_absent(source: Path, target: Path) -> bool:
     """Rename ``source`` to ``target`` unless a file is already there; True if it moved.
 
-    The name is claimed with an exclusive create first, so of two processes moving files to
-    the same name exactly one wins and nothing is overwritten.
+    The target appears whole or not at all: ``source`` is hard-linked to it (which fails when
+    the name exists), so of two processes moving files to the same name exactly one wins and
+    nothing is overwritten. Where hard links are not supported, the name is claimed with an
+    exclusive create, then replaced.
 
     Raises:
         OSError: ``target`` cannot be created (other than already existing).
     """
     try:
-        descriptor = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        os.link(source, target)
     except FileExistsError:
         return False
-    os.close(descriptor)
-    os.replace(source, target)
+    except OSError:
+        try:
+            descriptor = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        os.close(descriptor)
+        os.replace(source, target)
+        return True
+    os.unlink(source)
     return True
 
 

@@ -13,14 +13,13 @@ is ever overwritten: versions and iterations only count up, files are written at
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ncompass._files import write_atomic
+from ncompass._files import move_if_absent, removed_on_error, temporary_path, write_atomic
 from ncompass.errors import NcompassError
 from ncompass.session.history import IterationRecord
 from ncompass.spec.models import RewriteConfig
@@ -79,19 +78,17 @@ class SessionStore:
         return self.specs_dir / f"v{version:03d}.yaml"
 
     def write_version(self, config: RewriteConfig) -> tuple[int, Path]:
-        """Keep ``config`` as the next spec version; returns (version, file)."""
+        """Keep ``config`` as the next spec version; returns (version, file).
+
+        The file appears whole or not at all, under the first free version number.
+        """
         self.specs_dir.mkdir(parents=True, exist_ok=True)
         version = self.latest_version() + 1
-        while True:
-            path = self.spec_path(version)
-            try:
-                descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
+        with removed_on_error(temporary_path(self.spec_path(version))) as temporary:
+            temporary.write_text(config.to_yaml(), encoding="utf-8")
+            while not move_if_absent(temporary, self.spec_path(version)):
                 version += 1
-                continue
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(config.to_yaml())
-            return version, path
+        return version, self.spec_path(version)
 
     # -- named configs -----------------------------------------------------------------------------
 
