@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ncompass.traces._decode import as_event, link_event_type
+from ncompass.traces._decode import as_event, link_args_type, link_event_type
 from ncompass.traces.events import (
     GPU_CATEGORIES,
     MARKER_CATEGORY,
@@ -30,6 +30,11 @@ from ncompass.traces.events import (
     microseconds,
 )
 from ncompass.traces.reader import TraceReader
+
+try:
+    from ncompass.traces import _fold
+except ImportError:  # built without a C compiler: the Python fold below does the same
+    _fold = None  # type: ignore[assignment]
 
 NO_LINK = -1
 """Index stored where a GPU event has no launch, or a launch no marker."""
@@ -182,6 +187,14 @@ class LinkedTrace:
         return NO_LINK if launch == NO_LINK else self.launches.marker[launch]
 
 
+def fold_path() -> str:
+    """Which fold :func:`link_trace` uses: ``"C"`` (the extension), ``"Python, structs"``
+    (msgspec without the extension) or ``"Python, dicts"`` (neither)."""
+    if link_event_type is None:
+        return "Python, dicts"
+    return "Python, structs" if _fold is None else "C"
+
+
 def link_trace(path: str | Path, *, progress: bool | None = None) -> LinkedTrace:
     """Read a trace once and link its GPU events, launches and markers.
 
@@ -219,9 +232,26 @@ class _Collector:
         self._last_timestamp = float("-inf")
         self._origin: float | None = None
         self._overlap_of: dict[tuple[Any, Any], tuple[Any, Any]] = {}
+        self._folder: Any = None
+        if _fold is not None and link_event_type is not None:
+            self._folder = _fold.Folder(
+                self,
+                trace,
+                link_event_type,
+                link_args_type,
+                self._add_in_python,
+                self._new_operator,
+                self._kernel_class_of,
+            )
 
-    def add(self, events: Iterable[Any]) -> None:
+    def add(self, events: list[Any]) -> None:
         """Fold in events: dicts, or the compact structs of :meth:`TraceReader.link_batches`."""
+        if self._folder is not None:
+            self._folder.fold(events)  # the common events in C, the others in the loop below
+        else:
+            self._add_in_python(events)
+
+    def _add_in_python(self, events: Iterable[Any]) -> None:
         counts = self._counts
         complete = self._complete
         compact = link_event_type
@@ -260,7 +290,7 @@ class _Collector:
                         if category == _CPU_OP_CATEGORY:
                             totals = operators.get(name)
                             if totals is None:
-                                totals = operators[self._intern(name)] = OperatorTotals()
+                                totals = self._new_operator(name)
                             totals.calls += 1
                             totals.total_us += length
                             totals.durations.append(length)
@@ -393,7 +423,7 @@ class _Collector:
         if category == _CPU_OP_CATEGORY:
             totals = trace.cpu_operators.get(name)
             if totals is None:
-                totals = trace.cpu_operators[self._intern(name)] = OperatorTotals()
+                totals = self._new_operator(name)
             totals.calls += 1
             totals.total_us += duration
             totals.durations.append(duration)
@@ -421,12 +451,7 @@ class _Collector:
         correlation = args.get("correlation") if args is not None else None
         size = args.get("bytes") if args is not None else None
         gpu.name.append(name_id)
-        kernel_class = self._class_of_name.get(name_id)
-        if kernel_class is None:
-            kernel_class = self._class_of_name[name_id] = _KERNEL_CLASS_CODES[
-                classify_gpu_event(name)
-            ]
-        gpu.kernel_class.append(kernel_class)
+        gpu.kernel_class.append(self._kernel_class_of(name_id, name))
         gpu.stream.append(stream)
         gpu.start.append(start)
         gpu.duration.append(duration)
@@ -434,6 +459,18 @@ class _Collector:
             correlation if isinstance(correlation, int) and correlation >= 0 else NO_LINK
         )
         gpu.bytes.append(size if isinstance(size, int) and size >= 0 else 0)
+
+    def _kernel_class_of(self, name_id: int, name: str) -> int:
+        kernel_class = self._class_of_name.get(name_id)
+        if kernel_class is None:
+            kernel_class = self._class_of_name[name_id] = _KERNEL_CLASS_CODES[
+                classify_gpu_event(name)
+            ]
+        return kernel_class
+
+    def _new_operator(self, name: str) -> OperatorTotals:
+        totals = self.trace.cpu_operators[self._intern(name)] = OperatorTotals()
+        return totals
 
     def _metadata_event(self, event: Event) -> None:
         if event.get("name") == "thread_name":
