@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ncompass.traces import _decode, link, reader
+from ncompass.traces import _collector, _decode, link, reader
 from ncompass.traces._scanner import EventScanner
 from ncompass.traces.link import LinkedTrace, link_trace
 from tests.traces.builders import CPU_PID, GPU_PID, TraceBuilder, shared_trace, shared_traces
@@ -68,7 +68,7 @@ def linked_three_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any,
     """The trace linked by the C fold (when built), the Python fold of structs, and of dicts."""
     native = everything_linked(link_trace(path, progress=False))
     with monkeypatch.context() as patch:
-        patch.setattr(link, "_fold", None)  # as built without a C compiler
+        patch.setattr(_collector, "_fold", None)  # as built without a C compiler
         fast = everything_linked(link_trace(path, progress=False))
         patch.setattr(reader, "decode_link_events", None)  # as without msgspec installed
         plain = everything_linked(link_trace(path, progress=False))
@@ -238,26 +238,26 @@ def test_edge_numbers_link_identically_on_every_path(
 
 
 def test_the_c_fold_is_used_when_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if link._fold is None:
+    if _collector._fold is None:
         # CI installs with `pip install -e .`, which builds it: there, a missing build is a bug.
         assert not os.environ.get("CI"), "the C extension ncompass.traces._fold was not built"
         pytest.skip("ncompass.traces._fold is not built here (pip install -e . builds it)")
     assert link.fold_path() == "C"
     handed_to_python: list[Any] = []
-    fold_in_python = link._Collector._add_in_python
+    fold_in_python = _collector.Collector._add_in_python
 
     def counting(collector: Any, events: Any) -> None:
         handed_to_python.extend(events)
         fold_in_python(collector, events)
 
-    monkeypatch.setattr(link._Collector, "_add_in_python", counting)
+    monkeypatch.setattr(_collector.Collector, "_add_in_python", counting)
     trace = link_trace(shared_trace("ns_resolution_trace"), progress=False)
     folded = sum(trace.event_counts.values())
     # Python sees only the markers, metadata and the first event (which sets the origin)
     assert 0 < len(handed_to_python) < folded / 10
-    monkeypatch.setattr(link, "_fold", None)
+    monkeypatch.setattr(_collector, "_fold", None)
     assert link.fold_path() == "Python, structs"
-    monkeypatch.setattr(link, "link_event_type", None)
+    monkeypatch.setattr(_collector, "link_event_type", None)
     assert link.fold_path() == "Python, dicts"
 
 
