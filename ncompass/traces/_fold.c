@@ -678,11 +678,164 @@ static PyTypeObject FolderType = {
     .tp_methods = Folder_methods,
 };
 
+/* -- linking helpers: index arrays instead of Python dicts and lists ---------------------- */
+
+/* A writable or read-only view of an array.array of the given item size. */
+static int column_view(PyObject *column, Py_buffer *view, Py_ssize_t itemsize, int writable) {
+    if (PyObject_GetBuffer(column, view, PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    if (view->itemsize != itemsize || view->ndim != 1) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_TypeError, "a column of the wrong item size");
+        return -1;
+    }
+    return 0;
+}
+
+static inline uint64_t mix(long long key) {
+    uint64_t value = (uint64_t)key * 0x9E3779B97F4A7C15ULL;
+    return value ^ (value >> 29);
+}
+
+PyDoc_STRVAR(link_correlations_doc,
+             "link_correlations(gpu_correlation, launch_correlation, gpu_launch, no_link)\n--\n\n"
+             "Set gpu_launch[g] to the last launch whose correlation is gpu_correlation[g].");
+
+static PyObject *link_correlations(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *gpu_column, *launch_column, *out_column;
+    long long no_link;
+    if (!PyArg_ParseTuple(args, "OOOL", &gpu_column, &launch_column, &out_column, &no_link))
+        return NULL;
+    Py_buffer gpu, launches, out;
+    if (column_view(gpu_column, &gpu, sizeof(long long), 0) < 0) return NULL;
+    if (column_view(launch_column, &launches, sizeof(long long), 0) < 0) {
+        PyBuffer_Release(&gpu);
+        return NULL;
+    }
+    if (column_view(out_column, &out, sizeof(long), 1) < 0) {
+        PyBuffer_Release(&gpu);
+        PyBuffer_Release(&launches);
+        return NULL;
+    }
+    const long long *gpu_correlation = gpu.buf, *launch_correlation = launches.buf;
+    long *gpu_launch = out.buf;
+    Py_ssize_t gpu_count = gpu.len / (Py_ssize_t)sizeof(long long);
+    Py_ssize_t launch_count = launches.len / (Py_ssize_t)sizeof(long long);
+    PyObject *result = NULL;
+    /* an open-addressing table of the GPU events' correlations: slot -> first GPU event, and
+     * each GPU event -> the next one with the same correlation */
+    size_t capacity = 16;
+    while (capacity < 2 * (size_t)gpu_count) capacity *= 2;
+    Py_ssize_t *table = PyMem_Malloc(capacity * sizeof(Py_ssize_t));
+    Py_ssize_t *next = PyMem_Malloc(((size_t)gpu_count + 1) * sizeof(Py_ssize_t));
+    if (table == NULL || next == NULL || out.len / (Py_ssize_t)sizeof(long) != gpu_count) {
+        if (table == NULL || next == NULL) PyErr_NoMemory();
+        else PyErr_SetString(PyExc_ValueError, "gpu_launch has the wrong length");
+        goto done;
+    }
+    for (size_t slot = 0; slot < capacity; slot++) table[slot] = -1;
+    for (Py_ssize_t index = gpu_count - 1; index >= 0; index--) {
+        next[index] = -1;
+        if (gpu_correlation[index] == no_link) continue;
+        size_t slot = mix(gpu_correlation[index]) & (capacity - 1);
+        while (table[slot] >= 0 && gpu_correlation[table[slot]] != gpu_correlation[index])
+            slot = (slot + 1) & (capacity - 1);
+        next[index] = table[slot]; /* file order kept along each chain */
+        table[slot] = index;
+    }
+    for (Py_ssize_t launch = 0; launch < launch_count; launch++) {
+        size_t slot = mix(launch_correlation[launch]) & (capacity - 1);
+        while (table[slot] >= 0 && gpu_correlation[table[slot]] != launch_correlation[launch])
+            slot = (slot + 1) & (capacity - 1);
+        for (Py_ssize_t index = table[slot]; index >= 0; index = next[index])
+            gpu_launch[index] = (long)launch;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(table);
+    PyMem_Free(next);
+    PyBuffer_Release(&gpu);
+    PyBuffer_Release(&launches);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+typedef struct {
+    double start;
+    long index;
+} StartOrder;
+
+static int by_start_then_index(const void *left, const void *right) {
+    const StartOrder *a = left, *b = right;
+    if (a->start < b->start) return -1;
+    if (b->start < a->start) return 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+PyDoc_STRVAR(launches_in_time_order_doc,
+             "launches_in_time_order(thread_column, start_column, thread, out)\n--\n\n"
+             "Append to out the launches on thread in order of start (ties in file order); "
+             "False (out untouched) when a start is NaN.");
+
+static PyObject *launches_in_time_order(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *thread_column, *start_column, *out;
+    long thread;
+    if (!PyArg_ParseTuple(args, "OOlO", &thread_column, &start_column, &thread, &out)) return NULL;
+    Py_buffer threads, starts;
+    if (column_view(thread_column, &threads, sizeof(long), 0) < 0) return NULL;
+    if (column_view(start_column, &starts, sizeof(double), 0) < 0) {
+        PyBuffer_Release(&threads);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    const long *thread_of = threads.buf;
+    const double *start = starts.buf;
+    Py_ssize_t count = threads.len / (Py_ssize_t)sizeof(long), selected = 0;
+    StartOrder *order = PyMem_Malloc(((size_t)count + 1) * sizeof(StartOrder));
+    if (order == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (thread_of[index] != thread) continue;
+        if (start[index] != start[index]) { /* NaN: Python's sort decides where it goes */
+            result = Py_NewRef(Py_False);
+            goto done;
+        }
+        order[selected].start = start[index];
+        order[selected].index = (long)index;
+        selected++;
+    }
+    qsort(order, (size_t)selected, sizeof(StartOrder), by_start_then_index);
+    Buffer indices = {NULL, 0, 0};
+    for (Py_ssize_t index = 0; index < selected; index++)
+        if (buffer_put(&indices, &order[index].index, sizeof(long)) < 0) {
+            PyMem_Free(indices.data);
+            goto done;
+        }
+    int failed = buffer_flush(&indices, out);
+    PyMem_Free(indices.data);
+    if (!failed) result = Py_NewRef(Py_True);
+done:
+    PyMem_Free(order);
+    PyBuffer_Release(&threads);
+    PyBuffer_Release(&starts);
+    return result;
+}
+
+static PyMethodDef module_functions[] = {
+    {"link_correlations", link_correlations, METH_VARARGS, link_correlations_doc},
+    {"launches_in_time_order", launches_in_time_order, METH_VARARGS,
+     launches_in_time_order_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef fold_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_fold",
     .m_doc = "The per-event fold of trace linking, in C.",
     .m_size = -1,
+    .m_methods = module_functions,
 };
 
 PyMODINIT_FUNC PyInit__fold(void) {

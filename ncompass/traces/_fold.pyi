@@ -1,5 +1,6 @@
 """Types of the C extension ``_fold.c`` (the per-event fold of trace linking)."""
 
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -18,3 +19,17 @@ class Folder:
     ) -> None: ...
     def fold(self, events: list[Any]) -> None:
         """Fold a batch of events (``LinkEvent`` structs or dicts) into the collector."""
+
+def link_correlations(
+    gpu_correlation: array[int],
+    launch_correlation: array[int],
+    gpu_launch: array[int],
+    no_link: int,
+) -> None:
+    """Set ``gpu_launch[g]`` to the last launch whose correlation is ``gpu_correlation[g]``."""
+
+def launches_in_time_order(
+    thread_column: array[int], start_column: array[float], thread: int, out: array[int]
+) -> bool:
+    """Append the launches on ``thread`` to ``out`` in order of start (ties in file order);
+    False, ``out`` untouched, when a start is NaN."""

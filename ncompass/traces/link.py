@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from array import array
 from collections import defaultdict
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from ncompass.traces._collector import (
@@ -29,6 +30,11 @@ from ncompass.traces._collector import (
 )
 from ncompass.traces._split import fold_in_parts
 from ncompass.traces.reader import TraceReader
+
+try:
+    from ncompass.traces import _fold
+except ImportError:  # built without a C compiler: linking with dicts and lists does the same
+    _fold = None  # type: ignore[assignment]
 
 __all__ = [
     "KERNEL_CLASSES",
@@ -79,6 +85,9 @@ def link_trace(
 def _link_gpu_events_to_launches(trace: LinkedTrace) -> None:
     gpu = trace.gpu
     gpu.launch = array("l", [NO_LINK]) * len(gpu)
+    if _fold is not None:  # the same, with a hash table of 16 bytes per GPU event
+        _fold.link_correlations(gpu.correlation, trace.launches.correlation, gpu.launch, NO_LINK)
+        return
     by_correlation = {
         correlation: index
         for index, correlation in enumerate(gpu.correlation)
@@ -109,15 +118,12 @@ def _link_launches_and_markers(trace: LinkedTrace) -> None:
         markers_by_thread[marker.thread].append(index)
     if not markers_by_thread:
         return
-    launches_by_thread: dict[int, list[int]] = defaultdict(list)
-    for index, thread in enumerate(launches.thread):
-        if thread in markers_by_thread:
-            launches_by_thread[thread].append(index)
+    launches_by_thread = _launches_in_time_order(launches, markers_by_thread.keys())
     markers = trace.markers
     for thread, marker_indices in markers_by_thread.items():
         # Outer ranges first when two start together, so the inner one ends up on top.
         marker_indices.sort(key=lambda index: (markers[index].start, -markers[index].end))
-        launch_indices = sorted(launches_by_thread.get(thread, ()), key=launches.start.__getitem__)
+        launch_indices = launches_by_thread[thread]
         stack: list[int] = []
         next_launch = 0
         overlapping = False  # whether ranges on this thread overlap without nesting
@@ -136,10 +142,33 @@ def _link_launches_and_markers(trace: LinkedTrace) -> None:
         _assign_launches(trace, stack, launch_indices, next_launch, float("inf"), overlapping)
 
 
+def _launches_in_time_order(
+    launches: LaunchCalls, threads: Collection[int]
+) -> dict[int, Sequence[int]]:
+    """Each thread's launch indices in order of start (ties in file order)."""
+    if _fold is not None:  # 8 bytes a launch, not a Python int, a list slot and a sort key
+        ordered: dict[int, Sequence[int]] = {}
+        for thread in threads:
+            indices = array("l")
+            if not _fold.launches_in_time_order(launches.thread, launches.start, thread, indices):
+                break  # a NaN start: where it goes is Python's sort's to say
+            ordered[thread] = indices
+        else:
+            return ordered
+    by_thread: dict[int, list[int]] = defaultdict(list)
+    for index, thread in enumerate(launches.thread):
+        if thread in threads:
+            by_thread[thread].append(index)
+    return {
+        thread: sorted(by_thread.get(thread, ()), key=launches.start.__getitem__)
+        for thread in threads
+    }
+
+
 def _assign_launches(
     trace: LinkedTrace,
     stack: list[int],
-    launch_indices: list[int],
+    launch_indices: Sequence[int],
     next_launch: int,
     until: float,
     overlapping: bool,

@@ -16,7 +16,7 @@ import pytest
 
 from ncompass.traces import _collector, _decode, link, reader
 from ncompass.traces._scanner import EventScanner
-from ncompass.traces.link import LinkedTrace, link_trace
+from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace
 from tests.traces.builders import CPU_PID, GPU_PID, TraceBuilder, shared_trace, shared_traces
 
 pytest.importorskip("msgspec")
@@ -69,6 +69,7 @@ def linked_three_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any,
     native = everything_linked(link_trace(path, progress=False))
     with monkeypatch.context() as patch:
         patch.setattr(_collector, "_fold", None)  # as built without a C compiler
+        patch.setattr(link, "_fold", None)
         fast = everything_linked(link_trace(path, progress=False))
         patch.setattr(reader, "decode_link_events", None)  # as without msgspec installed
         plain = everything_linked(link_trace(path, progress=False))
@@ -215,6 +216,26 @@ def edge_numbers_trace(path: Path) -> Path:
     builder.add(ph="X", cat="kernel", name="k-77", pid=GPU_PID, tid=8, ts=56, dur=2.25,
                 args={"correlation": 77, "bytes": 2**40})  # fmt: skip
     builder.add(
+        ph="X",
+        cat="kernel",
+        name="k-77-graph",
+        pid=GPU_PID,
+        tid=8,
+        ts=59,
+        dur=1,
+        args={"correlation": 77},
+    )  # fmt: skip  (two GPU events, one launch id)
+    builder.add(
+        ph="X",
+        cat="cuda_runtime",
+        name="cudaGraphLaunch",
+        pid=CPU_PID,
+        tid=1,
+        ts=43,
+        dur=1,
+        args={"correlation": 77},
+    )  # fmt: skip  (the later launch wins)
+    builder.add(
         ph="X", cat="gpu_user_annotation", name="gpu-range", pid=GPU_PID, tid=7, ts=60, dur=2000
     )  # fmt: skip  (moves the end of the trace, nothing else)
     builder.add(ph="X", cat="cuda_sync", name="sync", pid=GPU_PID, tid=7, ts=61, dur=1)
@@ -233,7 +254,10 @@ def test_edge_numbers_link_identically_on_every_path(
     assert native == fast == plain
     assert max_types(native) == max_types(plain)
     assert max_types(native)["int-durations"] is int
-    assert native["event_counts"] == {"X": 17, "B": 1, "s": 1, "?": 1}
+    graph = native["names"].index("cudaGraphLaunch")
+    launches = [native["launches"][0].index(graph)] * 2
+    assert native["gpu"][6][-2:] == launches  # both GPU events with id 77 on the later launch
+    assert native["event_counts"] == {"X": 19, "B": 1, "s": 1, "?": 1}
     assert list(native["event_counts"]) == list(plain["event_counts"])
 
 
@@ -273,3 +297,15 @@ def test_the_c_fold_compiles_without_warnings(tmp_path: Path) -> None:
         text=True,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_launches_at_nan_times_link_identically_on_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builder = TraceBuilder().marker("outer", 0, 100).marker("inner", 10, 20)
+    for ts in (50, float("nan"), 15, 15, float("nan"), 5):
+        builder.launch("k", ts, 1, 200, 1)
+    path = builder.write(tmp_path / "t.json")
+    native, fast, plain = linked_three_ways(path, monkeypatch)
+    assert repr(native) == repr(fast) == repr(plain)  # nan != nan, but prints the same
+    assert native["launches"][5][1] == NO_LINK  # (where the others go is the sort's to say)
