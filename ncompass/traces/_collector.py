@@ -200,10 +200,12 @@ class Collector:
     def __init__(
         self, trace: LinkedTrace, origin: float | None = None, *, part: bool = False
     ) -> None:
-        """Args:
-        trace: What to fold into.
-        origin: The trace's origin when already known (a part of a split trace).
-        part: Fold one part of a split trace (:meth:`part`, merged with :meth:`absorb`).
+        """Start an empty collection.
+
+        Args:
+            trace: What to fold into.
+            origin: The trace's origin when already known (a part of a split trace).
+            part: Fold one part of a split trace (:meth:`part`, merged with :meth:`absorb`).
         """
         self.trace = trace
         self._is_part = part
