@@ -10,20 +10,33 @@ import time
 
 def main() -> None:
     path, exclude_last_step = sys.argv[1], sys.argv[2] == "exclude-last-step"
-    if "without-msgspec" in sys.argv[3:]:
+    options = sys.argv[3:]
+    if "without-msgspec" in options:
         sys.modules["msgspec"] = None  # type: ignore[assignment]  # as if not installed
+    if "without-native" in options or "without-msgspec" in options:
+        sys.modules["ncompass.traces._fold"] = None  # type: ignore[assignment]  # as if not built
+    jobs = next((int(option[5:]) for option in options if option.startswith("jobs=")), 1)
     started = time.perf_counter()
+    cpu_started = time.process_time()
     from ncompass.analysis import breakdown
 
-    result = breakdown([path], exclude_last_profiler_step=exclude_last_step, progress=False)
+    result = breakdown(
+        [path], exclude_last_profiler_step=exclude_last_step, progress=False, jobs=jobs
+    )
     elapsed = time.perf_counter() - started
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     rank = result.ranks[0]
     print(
         json.dumps(
             {
                 "seconds": elapsed,
+                # this process and its worker processes (split traces), on every core
+                "cpu_seconds": time.process_time()
+                - cpu_started
+                + children.ru_utime
+                + children.ru_stime,
                 "self_peak_kb": peak_rss_kb(),
-                "children_peak_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+                "children_peak_kb": children.ru_maxrss,
                 "kernel_span_us": rank.kernel_span_us,
                 "idle_us": rank.idle_us,
                 "compute_us": rank.compute_us,

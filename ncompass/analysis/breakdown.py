@@ -127,7 +127,8 @@ def breakdown(
             step is often cut short). Has no effect on traces with fewer than two steps.
         progress: Progress bar on stderr (None: only on a terminal, for large files).
         jobs: Files read at once in worker processes; None for one per core, 1 for one by one
-            in this process. The result is the same either way.
+            in this process (one large file is read in that many parts). The result is the
+            same either way.
 
     Returns:
         The breakdown.
@@ -135,7 +136,11 @@ def breakdown(
     Raises:
         TraceError: A file is missing or corrupt, or two files claim the same rank.
     """
-    read = partial(_read_rank, exclude_last_profiler_step=exclude_last_profiler_step)
+    read = partial(
+        _read_rank,
+        exclude_last_profiler_step=exclude_last_profiler_step,
+        parts=jobs if len(paths) == 1 else 1,
+    )
     ranks: list[RankBreakdown] = []
     owners: dict[int, str] = {}
     for path, rank in zip(
@@ -151,10 +156,16 @@ def breakdown(
 
 
 def _read_rank(
-    path: str | Path, position: int, progress: bool | None, *, exclude_last_profiler_step: bool
+    path: str | Path,
+    position: int,
+    progress: bool | None,
+    *,
+    exclude_last_profiler_step: bool,
+    parts: int | None = 1,
 ) -> RankBreakdown:
-    """Link one file and break it down (runs in a worker process when ``jobs`` > 1)."""
-    trace = link_trace(path, progress=progress)
+    """Link one file (in ``parts`` processes) and break it down (runs in a worker process when
+    several files are read at once)."""
+    trace = link_trace(path, progress=progress, jobs=parts)
     rank = trace.rank if trace.rank is not None else position
     return rank_breakdown(trace, rank, exclude_last_profiler_step=exclude_last_profiler_step)
 

@@ -28,6 +28,7 @@ def summarize_trace(
     top: int = 20,
     feedback_context: dict[str, Any] | None = None,
     progress: bool | None = None,
+    jobs: int | None = 1,
 ) -> Summary:
     """Summarize where a trace's time went.
 
@@ -37,6 +38,8 @@ def summarize_trace(
         feedback_context: What the user asked about (``feedback_text``, ``target_module``);
             markers matching the target module are listed under ``structured["focus"]``.
         progress: Progress bar on stderr (None: only on a terminal, for large files).
+        jobs: Processes reading a large trace in parts (None: one per core); see
+            :func:`~ncompass.traces.link.link_trace`.
 
     Returns:
         ``{"markdown": str, "structured": {"operations", "bottlenecks", "recommendations",
@@ -49,7 +52,7 @@ def summarize_trace(
     Raises:
         TraceError: The file is missing, truncated or not a trace.
     """
-    trace = link_trace(path, progress=progress)
+    trace = link_trace(path, progress=progress, jobs=jobs)
     rank = trace.rank if trace.rank is not None else 0
     breakdown = rank_breakdown(trace, rank)
     markers = marker_stats(trace)

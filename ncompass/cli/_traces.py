@@ -15,7 +15,8 @@ _JOBS = click.option(
     type=click.IntRange(min=1),
     default=None,
     metavar="N",
-    help="Read N traces at once in worker processes [default: one per core; 1: one by one].",
+    help="Read N traces at once in worker processes, or one large trace in N parts "
+    "[default: one per core; 1: one by one].",
 )
 
 
@@ -37,14 +38,17 @@ _JOBS = click.option(
     metavar="OUT.html",
     help="Also write a self-contained HTML page with charts.",
 )
-def summarize_command(trace: Path, as_json: bool, top: int, html_path: Path | None) -> None:
+@_JOBS
+def summarize_command(
+    trace: Path, as_json: bool, top: int, html_path: Path | None, jobs: int | None
+) -> None:
     """Summarize where the time of TRACE went: markers, kernels, bottlenecks, advice."""
     from ncompass.analysis.summary import summarize_trace
     from ncompass.overwrite_guard import refuse_overwriting_inputs
 
     if html_path is not None:
         refuse_overwriting_inputs(html_path, [trace])
-    summary = summarize_trace(trace, top=top)
+    summary = summarize_trace(trace, top=top, jobs=jobs)
     if html_path is not None:
         from ncompass.analysis.html_page import render_html
 

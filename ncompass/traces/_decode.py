@@ -74,9 +74,11 @@ if msgspec is not None:
         return decoded
 
     link_event_type: Any = LinkEvent  # Any: checking ``type(x) is`` it keeps x's attributes
+    link_args_type: Any = LinkArgs
     decode_link_events: Callable[[bytes], list[Any] | None] | None = _decode
 else:  # pragma: no cover - msgspec is a declared dependency
     link_event_type = None
+    link_args_type = None
     decode_link_events = None
 
     def as_event(event: Any) -> Event:

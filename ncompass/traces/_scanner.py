@@ -21,6 +21,8 @@ import orjson
 from ncompass.traces.events import Event
 
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
+BETWEEN_EVENTS = _BETWEEN_EVENTS
+"""What the text between two events looks like (the scanner's guess; a guess can be wrong)."""
 _OBJECT_START = re.compile(rb"\s*:\s*\[")
 _WHITESPACE = re.compile(rb"[ \t\r\n]*")
 _SEPARATORS = re.compile(r"[ \t\r\n,]*")
@@ -82,6 +84,8 @@ class EventScanner:
         self._state = _HEADER
         self._header_search_from = 0
         self._is_bare_array = False
+        self.events_start: int | None = None
+        """Byte offset of the first byte after the ``[`` that opens the events, once found."""
         self._saw_any_byte = False
         self._check_large_event_at = _LARGE_EVENT_BYTES
 
@@ -165,9 +169,15 @@ class EventScanner:
                 return  # the ':' '[' after the key may still be on its way
             search_from = key + 1
 
+    @property
+    def is_bare_array(self) -> bool:
+        """Whether the text is a bare array of events (no ``{"traceEvents": ...}`` around it)."""
+        return self._is_bare_array
+
     def _enter_events(self, position: int) -> None:
         self._state = _EVENTS
         self._position = position
+        self.events_start = self._consumed_before_buffer + position
 
     def _cut_events(self, events: list[Event]) -> None:
         buffer = self._buffer

@@ -15,6 +15,7 @@ import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -86,6 +87,21 @@ def map_traces(
                 yield result
         except BaseException:
             # An error, Ctrl-C or a consumer that stopped early: end the files in flight too.
+            _stop_workers(pool)
+            raise
+
+
+@contextmanager
+def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """``workers`` spawn-started processes that leave Ctrl-C to this one; an error (or a caller
+    that stops early) inside the block ends them instead of waiting for their work."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_leave_ctrl_c_to_the_parent
+    ) as pool:
+        try:
+            yield pool
+        except BaseException:
             _stop_workers(pool)
             raise
 

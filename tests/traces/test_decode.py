@@ -1,18 +1,22 @@
-"""The compact-struct fast path links traces exactly as the dict path does."""
+"""The fast paths link traces exactly as the dict path does: the C fold of the compact structs
+(when the extension is built), the Python fold of the structs, and one dict per event."""
 
 from __future__ import annotations
 
 import gzip
+import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ncompass.traces import _decode, reader
+from ncompass.traces import _collector, _decode, link, reader
 from ncompass.traces._scanner import EventScanner
-from ncompass.traces.link import LinkedTrace, link_trace
+from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace
 from tests.traces.builders import CPU_PID, GPU_PID, TraceBuilder, shared_trace, shared_traces
 
 pytest.importorskip("msgspec")
@@ -60,12 +64,21 @@ def everything_linked(trace: LinkedTrace) -> dict[str, Any]:
     }
 
 
-def linked_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    fast = everything_linked(link_trace(path, progress=False))
+def linked_three_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Any]:
+    """The trace linked by the C fold (when built), the Python fold of structs, and of dicts."""
+    native = everything_linked(link_trace(path, progress=False))
     with monkeypatch.context() as patch:
+        patch.setattr(_collector, "_fold", None)  # as built without a C compiler
+        patch.setattr(link, "_fold", None)
+        fast = everything_linked(link_trace(path, progress=False))
         patch.setattr(reader, "decode_link_events", None)  # as without msgspec installed
         plain = everything_linked(link_trace(path, progress=False))
-    return fast, plain
+    return native, fast, plain
+
+
+def max_types(linked: dict[str, Any]) -> dict[str, type]:
+    """The type of each operator's ``max_us``: the duration as the trace wrote it (int or float)."""
+    return {name: type(totals.max_us) for name, totals in linked["cpu_operators"].items()}
 
 
 def awkward_trace(path: Path) -> Path:
@@ -89,30 +102,32 @@ def awkward_trace(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("path", shared_traces(), ids=lambda path: path.parent.name)
-def test_shared_traces_link_identically_with_and_without_structs(
+def test_shared_traces_link_identically_on_every_path(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fast, plain = linked_both_ways(path, monkeypatch)
-    assert fast == plain
+    native, fast, plain = linked_three_ways(path, monkeypatch)
+    assert native == fast == plain
+    assert max_types(native) == max_types(fast) == max_types(plain)
 
 
-def test_a_real_torch_trace_links_identically_with_and_without_structs(
+def test_a_real_torch_trace_links_identically_on_every_path(
     torch_trace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fast, plain = linked_both_ways(torch_trace, monkeypatch)
-    assert fast == plain
+    native, fast, plain = linked_three_ways(torch_trace, monkeypatch)
+    assert native == fast == plain
     assert plain["markers"] and plain["cpu_operators"]
 
 
-def test_awkward_events_link_identically_with_and_without_structs(
+def test_awkward_events_link_identically_on_every_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = awkward_trace(tmp_path / "awkward.json")
     events = [event for batch in reader.TraceReader(path).link_batches() for event in batch]
     # all but the last event, which the exact tokenizer cuts (nothing follows it to guess by)
     assert [type(event) for event in events[:-1]] == [_decode.link_event_type] * 14
-    fast, plain = linked_both_ways(path, monkeypatch)
-    assert fast == plain
+    native, fast, plain = linked_three_ways(path, monkeypatch)
+    assert native == fast == plain
+    assert max_types(native) == max_types(fast) == max_types(plain)
     assert plain["event_counts"] == {"X": 9, "B": 2, "E": 1, "M": 1, "i": 1, "f": 1}
 
 
@@ -125,8 +140,9 @@ def test_batches_the_structs_cannot_hold_fall_back_to_dicts(
     path = builder.write(tmp_path / "t.json")
     batches = list(reader.TraceReader(path).link_batches())
     assert all(type(event) is dict for batch in batches for event in batch)
-    fast, plain = linked_both_ways(path, monkeypatch)
-    assert fast == plain
+    native, fast, plain = linked_three_ways(path, monkeypatch)
+    assert native == fast == plain
+    assert max_types(native) == max_types(fast) == max_types(plain)
     assert fast["cpu_operators"]["list-args"].calls == 1
 
 
@@ -159,3 +175,137 @@ def test_without_msgspec_traces_still_link(tmp_path: Path) -> None:
     assert done.stdout.strip() == str(
         sorted({"X": 9, "B": 2, "E": 1, "M": 1, "i": 1, "f": 1}.items())
     )
+
+
+def edge_numbers_trace(path: Path) -> Path:
+    """Values the C fold must leave to Python or store exactly as Python does."""
+    builder = TraceBuilder().marker("outer", 0, 1000)
+    builder.cpu_op("int-durations", 1, 3).cpu_op("int-durations", 5, 7).cpu_op(
+        "int-durations", 9, 2
+    )
+    builder.add(ph="X", cat="cpu_op", name="float-then-int", pid=CPU_PID, tid=1, ts=20, dur=1.5)
+    builder.add(ph="X", cat="cpu_op", name="float-then-int", pid=CPU_PID, tid=1, ts=22, dur=4)
+    builder.add(ph="X", cat="cpu_op", name="bool-duration", pid=CPU_PID, tid=1, ts=30, dur=True)
+    builder.add(ph="X", cat="cpu_op", name="huge-start", pid=CPU_PID, tid=1, ts=2**60 + 1, dur=1)
+    builder.add(ph="X", cat="cuda_driver", name="cuLaunchKernel", pid=CPU_PID, tid=2, ts=40,
+                dur=1, args={"correlation": 77})  # fmt: skip
+    builder.add(
+        ph="X",
+        cat="cuda_runtime",
+        name="cudaGetDevice",
+        pid=CPU_PID,
+        tid=1,
+        ts=41,
+        dur=1,
+        args={"correlation": True},
+    )  # fmt: skip  (a bool is no correlation here)
+    builder.add(ph="X", cat="cuda_runtime", name="cudaStreamSync", pid=CPU_PID, tid=1, ts=42,
+                dur=1)  # fmt: skip
+    builder.add(
+        ph="X",
+        cat="kernel",
+        name="k-bool",
+        pid=GPU_PID,
+        tid=7,
+        ts=50,
+        dur=2,
+        args={"correlation": True, "bytes": True},
+    )  # fmt: skip  (isinstance: a 1)
+    builder.add(ph="X", cat="gpu_memcpy", name="Memcpy HtoD", pid=GPU_PID, tid=7, ts=53, dur=2,
+                args={"correlation": -(2**70), "bytes": -5})  # fmt: skip
+    builder.add(ph="X", cat="kernel", name="k-77", pid=GPU_PID, tid=8, ts=56, dur=2.25,
+                args={"correlation": 77, "bytes": 2**40})  # fmt: skip
+    builder.add(
+        ph="X",
+        cat="kernel",
+        name="k-77-graph",
+        pid=GPU_PID,
+        tid=8,
+        ts=59,
+        dur=1,
+        args={"correlation": 77},
+    )  # fmt: skip  (two GPU events, one launch id)
+    builder.add(
+        ph="X",
+        cat="cuda_runtime",
+        name="cudaGraphLaunch",
+        pid=CPU_PID,
+        tid=1,
+        ts=43,
+        dur=1,
+        args={"correlation": 77},
+    )  # fmt: skip  (the later launch wins)
+    builder.add(
+        ph="X", cat="gpu_user_annotation", name="gpu-range", pid=GPU_PID, tid=7, ts=60, dur=2000
+    )  # fmt: skip  (moves the end of the trace, nothing else)
+    builder.add(ph="X", cat="cuda_sync", name="sync", pid=GPU_PID, tid=7, ts=61, dur=1)
+    builder.add(ph="X", cat="python_function", name="f", pid=CPU_PID, tid="main", ts=70, dur=1,
+                args={"correlation": 78})  # fmt: skip
+    builder.add(ph="B", cat="cpu_op", name="never-closed", pid=CPU_PID, tid=1, ts=80)
+    builder.add(ph="s", id=1, pid=CPU_PID, tid=1, ts=80, cat="ac2g", name="ac2g")
+    builder.add(ph=5, pid=CPU_PID, tid=1, ts=81)
+    return builder.write(path)
+
+
+def test_edge_numbers_link_identically_on_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    native, fast, plain = linked_three_ways(edge_numbers_trace(tmp_path / "t.json"), monkeypatch)
+    assert native == fast == plain
+    assert max_types(native) == max_types(plain)
+    assert max_types(native)["int-durations"] is int
+    graph = native["names"].index("cudaGraphLaunch")
+    launches = [native["launches"][0].index(graph)] * 2
+    assert native["gpu"][6][-2:] == launches  # both GPU events with id 77 on the later launch
+    assert native["event_counts"] == {"X": 19, "B": 1, "s": 1, "?": 1}
+    assert list(native["event_counts"]) == list(plain["event_counts"])
+
+
+def test_the_c_fold_is_used_when_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if _collector._fold is None:
+        # CI installs with `pip install -e .`, which builds it: there, a missing build is a bug.
+        assert not os.environ.get("CI"), "the C extension ncompass.traces._fold was not built"
+        pytest.skip("ncompass.traces._fold is not built here (pip install -e . builds it)")
+    assert link.fold_path() == "C"
+    handed_to_python: list[Any] = []
+    fold_in_python = _collector.Collector._add_in_python
+
+    def counting(collector: Any, events: Any) -> None:
+        handed_to_python.extend(events)
+        fold_in_python(collector, events)
+
+    monkeypatch.setattr(_collector.Collector, "_add_in_python", counting)
+    trace = link_trace(shared_trace("ns_resolution_trace"), progress=False)
+    folded = sum(trace.event_counts.values())
+    # Python sees only the markers, metadata and the first event (which sets the origin)
+    assert 0 < len(handed_to_python) < folded / 10
+    monkeypatch.setattr(_collector, "_fold", None)
+    assert link.fold_path() == "Python, structs"
+    monkeypatch.setattr(_collector, "link_event_type", None)
+    assert link.fold_path() == "Python, dicts"
+
+
+def test_the_c_fold_compiles_without_warnings(tmp_path: Path) -> None:
+    compiler = shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no gcc here")
+    source = REPO / "ncompass" / "traces" / "_fold.c"
+    include = sysconfig.get_paths()["include"]
+    done = subprocess.run(
+        [compiler, "-fsyntax-only", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include}", source],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_launches_at_nan_times_link_identically_on_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builder = TraceBuilder().marker("outer", 0, 100).marker("inner", 10, 20)
+    for ts in (50, float("nan"), 15, 15, float("nan"), 5):
+        builder.launch("k", ts, 1, 200, 1)
+    path = builder.write(tmp_path / "t.json")
+    native, fast, plain = linked_three_ways(path, monkeypatch)
+    assert repr(native) == repr(fast) == repr(plain)  # nan != nan, but prints the same
+    assert native["launches"][5][1] == NO_LINK  # (where the others go is the sort's to say)

@@ -1,0 +1,580 @@
+"""What one streaming pass over a trace keeps for analysis, and the fold that keeps it.
+
+What is kept grows with the markers, the CPU-side launches and the GPU events (stored as compact
+columns), not with the file: CPU operators are folded into per-name aggregates on the fly. The
+common events are folded in C when the extension ``_fold`` is built (``_fold.c``), the others
+(and all of them without it) by :class:`Collector` in Python, the reference.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from array import array
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+from ncompass.traces._decode import as_event, link_args_type, link_event_type
+from ncompass.traces.events import (
+    GPU_CATEGORIES,
+    MARKER_CATEGORY,
+    OVERLAP_OF_KEY,
+    Event,
+    KernelClass,
+    classify_gpu_event,
+    microseconds,
+)
+
+try:
+    from ncompass.traces import _fold
+except ImportError:  # built without a C compiler: the Python fold below does the same
+    _fold = None  # type: ignore[assignment]
+
+NO_LINK = -1
+"""Index stored where a GPU event has no launch, or a launch no marker."""
+
+# Categories of X events on the GPU side that are not GPU events by the contract and never launches.
+_GPU_SIDE_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync"})
+_CPU_OP_CATEGORY = "cpu_op"
+# Categories (as profilers spell them) of most CPU-side events, folded in without a call.
+_INLINE_CATEGORIES = frozenset({_CPU_OP_CATEGORY, "cuda_runtime", "cuda_driver"})
+# Phases whose events are read beyond being counted (every other non-X event only counts).
+_PAIRED_OR_METADATA_PHASES = frozenset({"B", "E", "M"})
+_PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+# torch.compile times its own phases with ranges named "<phase>_data: compile_id=0/0" (or
+# "..._data: fn_name=..., compile_id=0/0"): its setup work, kept apart from the markers.
+_COMPILE_PHASE_TAG = "compile_id="
+_COMPILE_PHASE = re.compile(r"_data: (?:[^:]*, )?compile_id=\S+$")
+KERNEL_CLASSES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
+"""Kernel classes in the order of their codes in :attr:`GpuEvents.kernel_class`."""
+_KERNEL_CLASS_CODES = {kernel_class: code for code, kernel_class in enumerate(KERNEL_CLASSES)}
+
+
+def encloses(outer_start: float, outer_end: float, start: float, end: float) -> bool:
+    """Whether ``[start, end]`` lies inside ``[outer_start, outer_end]``.
+
+    Ends are computed as ``ts + dur`` in floating point, which rounds: at epoch-microsecond
+    magnitudes (1.7e15) one unit in the last place is 0.25 µs. A few units of slack keep a range
+    that ends exactly with its parent nested in it.
+    """
+    slack = 4 * math.ulp(outer_end)
+    return outer_start - slack <= start and end <= outer_end + slack
+
+
+def marker_group(name: str) -> str:
+    """The name markers are reported under: every ``ProfilerStep#N`` is one group."""
+    return "ProfilerStep#*" if _PROFILER_STEP.match(name) else name
+
+
+@dataclass
+class Marker:
+    """One marker range on a CPU thread, with its links filled in by :func:`link_trace`."""
+
+    name: str
+    thread: int  # index into LinkedTrace.threads
+    start: float
+    duration: float  # inclusive CPU time in µs, as recorded (not end - start, which rounds)
+    parent: int = NO_LINK  # index of the innermost enclosing marker on the same thread
+    nested_us: float = 0.0  # time covered by markers directly nested in this one
+
+    @property
+    def end(self) -> float:
+        """When the range ends, in microseconds."""
+        return self.start + self.duration
+
+
+@dataclass
+class OperatorTotals:
+    """Calls and total (inclusive) time of one CPU operator name, and each call's duration."""
+
+    calls: int = 0
+    total_us: float = 0.0
+    max_us: float = 0.0
+    # per call, in file order: 8 bytes a call, the samples `ncompass compare` tests changes on
+    durations: array[float] = field(default_factory=lambda: array("d"))
+
+
+@dataclass
+class LaunchCalls:
+    """CPU-side events carrying ``args.correlation`` (runtime/driver calls), as columns."""
+
+    name: array[int] = field(default_factory=lambda: array("l"))  # index into LinkedTrace.names
+    thread: array[int] = field(default_factory=lambda: array("l"))
+    start: array[float] = field(default_factory=lambda: array("d"))
+    duration: array[float] = field(default_factory=lambda: array("d"))
+    correlation: array[int] = field(default_factory=lambda: array("q"))
+    marker: array[int] = field(default_factory=lambda: array("l"))  # filled by linking
+    # Launches also inside markers that only partly overlap their innermost one (start/end
+    # ranges interleave): launch index -> those markers, outside the innermost one's parents.
+    also_inside: dict[int, list[int]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+@dataclass
+class GpuEvents:
+    """GPU events (kernels, memcpys, memsets) as columns."""
+
+    name: array[int] = field(default_factory=lambda: array("l"))
+    kernel_class: array[int] = field(default_factory=lambda: array("b"))  # see KERNEL_CLASSES
+    stream: array[int] = field(default_factory=lambda: array("l"))  # index into LinkedTrace.threads
+    start: array[float] = field(default_factory=lambda: array("d"))
+    duration: array[float] = field(default_factory=lambda: array("d"))
+    correlation: array[int] = field(default_factory=lambda: array("q"))
+    launch: array[int] = field(default_factory=lambda: array("l"))  # filled by linking
+    bytes: array[int] = field(default_factory=lambda: array("q"))  # memcpy/memset size, or 0
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+@dataclass
+class LinkedTrace:
+    """What one trace file holds that analysis needs, with GPU events linked to launches and
+    launches to markers.
+
+    Attributes:
+        path: The trace file.
+        metadata: Its top-level keys other than ``traceEvents``.
+        names: Interned event names; the columns store indices into it.
+        threads: ``(pid, tid)`` of every thread and GPU stream seen; columns store indices.
+        thread_names: ``(pid, tid)`` -> name, from ``thread_name`` metadata events.
+        markers: Marker ranges in file order.
+        launches: CPU launches (events with ``args.correlation``).
+        gpu: GPU events.
+        cpu_operators: Per-name totals of ``cpu_op`` events.
+        compile_phases: Per-name totals of the ranges ``torch.compile`` records for its own
+            phases (``dynamo_data: compile_id=0/0``, ...): setup work, not markers.
+        origin_us: The timestamp every time in this object is relative to (the first event's
+            ``ts``): subtracting it before adding durations keeps sub-microsecond precision
+            that ``ts + dur`` at epoch magnitudes would round away.
+        cpu_start, cpu_end: First start and last end of CPU-side complete events.
+        event_counts: Number of events per phase (``X``, ``B``, ``i``, ``s``, ``M``, ``C``, ...).
+    """
+
+    path: Path
+    metadata: dict[str, Any] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+    threads: list[tuple[Any, Any]] = field(default_factory=list)
+    thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
+    markers: list[Marker] = field(default_factory=list)
+    launches: LaunchCalls = field(default_factory=LaunchCalls)
+    gpu: GpuEvents = field(default_factory=GpuEvents)
+    cpu_operators: dict[str, OperatorTotals] = field(default_factory=dict)
+    compile_phases: dict[str, OperatorTotals] = field(default_factory=dict)
+    origin_us: float = 0.0
+    cpu_start: float = float("inf")
+    cpu_end: float = float("-inf")
+    event_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int | None:
+        """``distributedInfo.rank`` when the trace has one."""
+        info = self.metadata.get("distributedInfo")
+        rank = info.get("rank") if isinstance(info, dict) else None
+        return rank if isinstance(rank, int) else None
+
+    def marker_of_gpu_event(self, index: int) -> int:
+        """Index of the marker whose range launched GPU event ``index``, or :data:`NO_LINK`."""
+        launch = self.gpu.launch[index]
+        return NO_LINK if launch == NO_LINK else self.launches.marker[launch]
+
+
+def fold_path() -> str:
+    """Which fold :func:`link_trace` uses: ``"C"`` (the extension), ``"Python, structs"``
+    (msgspec without the extension) or ``"Python, dicts"`` (neither)."""
+    if link_event_type is None:
+        return "Python, dicts"
+    return "Python, structs" if _fold is None else "C"
+
+
+class Collector:
+    """Folds events into a LinkedTrace; pairs B/E events into complete ranges."""
+
+    def __init__(
+        self, trace: LinkedTrace, origin: float | None = None, *, part: bool = False
+    ) -> None:
+        """Start an empty collection.
+
+        Args:
+            trace: What to fold into.
+            origin: The trace's origin when already known (a part of a split trace).
+            part: Fold one part of a split trace (:meth:`part`, merged with :meth:`absorb`).
+        """
+        self.trace = trace
+        self._is_part = part
+        self._name_index: dict[str, int] = {}
+        self._class_of_name: dict[int, int] = {}  # name index -> kernel class code
+        self._thread_index: dict[tuple[Any, Any], int] = {}
+        self._open_ranges: dict[tuple[Any, Any], list[Event]] = defaultdict(list)
+        self._counts: dict[str, int] = defaultdict(int)
+        self._last_timestamp = float("-inf")
+        self._origin: float | None = origin
+        if origin is not None:
+            trace.origin_us = origin
+        self._overlap_of: dict[tuple[Any, Any], tuple[Any, Any]] = {}
+        self._folder: Any = None
+        if _fold is not None and link_event_type is not None:
+            self._folder = _fold.Folder(
+                self,
+                trace,
+                link_event_type,
+                link_args_type,
+                self._add_in_python,
+                self._new_operator,
+                self._kernel_class_of,
+            )
+
+    def add(self, events: list[Any]) -> None:
+        """Fold in events: dicts, or the compact structs of :meth:`TraceReader.link_batches`."""
+        if self._folder is not None:
+            self._folder.fold(events)  # the common events in C, the others in the loop below
+        else:
+            self._add_in_python(events)
+
+    def _add_in_python(self, events: Iterable[Any]) -> None:
+        counts = self._counts
+        complete = self._complete
+        compact = link_event_type
+        trace = self.trace
+        operators = trace.cpu_operators
+        launches = trace.launches
+        origin = self._origin
+        for event in events:
+            length: Any
+            # The common cases inline: this loop runs once per event of the file.
+            if type(event) is compact:
+                phase = event.ph
+                if phase == "X":
+                    counts["X"] += 1
+                    length = event.dur
+                    timestamp = event.ts
+                    category = event.cat
+                    # Most events are operator calls and runtime calls on CPU threads: what
+                    # _complete does for them, without the call.
+                    if (
+                        type(category) is str
+                        and category in _INLINE_CATEGORIES
+                        and (type(length) is float or type(length) is int)
+                        and (type(timestamp) is float or type(timestamp) is int)
+                        and origin is not None
+                        and type(name := event.name) is str
+                    ):
+                        start = timestamp - origin
+                        end = start + length
+                        if end > self._last_timestamp:
+                            self._last_timestamp = end
+                        if start < trace.cpu_start:
+                            trace.cpu_start = start
+                        if end > trace.cpu_end:
+                            trace.cpu_end = end
+                        if category == _CPU_OP_CATEGORY:
+                            totals = operators.get(name)
+                            if totals is None:
+                                totals = self._new_operator(name)
+                            totals.calls += 1
+                            totals.total_us += length
+                            totals.durations.append(length)
+                            if length > totals.max_us:
+                                totals.max_us = length
+                            continue
+                        args = event.args
+                        correlation = args.correlation if args is not None else None
+                        if type(correlation) is int:
+                            launches.name.append(self._name_id(name))
+                            launches.thread.append(self._thread_of((event.pid, event.tid)))
+                            launches.start.append(start)
+                            launches.duration.append(length)
+                            launches.correlation.append(correlation)
+                        continue
+                    if type(length) is not float and type(length) is not int:
+                        length = microseconds(length)
+                    args = event.args
+                    complete(timestamp, category, event.name, event.pid, event.tid, args, length)
+                    origin = self._origin
+                    continue
+                if phase not in _PAIRED_OR_METADATA_PHASES:
+                    counts[phase if isinstance(phase, str) else "?"] += 1
+                    continue
+                event = as_event(event)
+            phase = event.get("ph")
+            counts[phase if isinstance(phase, str) else "?"] += 1
+            if phase == "X":
+                length = event.get("dur")
+                if type(length) is not float and type(length) is not int:
+                    length = microseconds(length)
+                self._complete_event(event, length)
+            elif phase == "B":
+                self._open_ranges[(event.get("pid"), event.get("tid"))].append(event)
+            elif phase == "E":
+                self._close_range(event)
+            elif phase == "M":
+                self._metadata_event(event)
+            origin = self._origin
+
+    @property
+    def origin(self) -> float | None:
+        """The timestamp times are relative to, once the first timed event set it."""
+        return self._origin
+
+    def part(self) -> FoldedPart:
+        """What this collector folded of one part of a split trace, to send to the merging one."""
+        return FoldedPart(
+            self.trace,
+            dict(self._counts),
+            self._last_timestamp,
+            dict(self._overlap_of),
+            {track: stack for track, stack in self._open_ranges.items() if stack},
+        )
+
+    def absorb(self, part: FoldedPart) -> None:
+        """Fold in the part of the trace that follows what was folded so far, exactly as if its
+        events had been added here (``finish`` afterwards, as usual).
+
+        Raises:
+            ValueError: A begin/end pair spans the cut before ``part`` (the caller folds the
+                whole trace in one process instead).
+        """
+        if any(self._open_ranges.values()):
+            # where the ends after the cut would go (and in which order the ranges complete)
+            # is only known by folding both sides in one pass
+            raise ValueError("a begin/end pair spans the cut")
+        folded = part.trace
+        trace = self.trace
+        names = [self._name_id(name) for name in folded.names]
+        threads = [self._thread_of(thread) for thread in folded.threads]
+        trace.thread_names.update(folded.thread_names)
+        for marker in folded.markers:
+            marker.thread = threads[marker.thread]
+            trace.markers.append(marker)
+        launches, gpu = trace.launches, trace.gpu
+        launches.name.extend(array("l", [names[name] for name in folded.launches.name]))
+        launches.thread.extend(array("l", [threads[thread] for thread in folded.launches.thread]))
+        launches.start.extend(folded.launches.start)
+        launches.duration.extend(folded.launches.duration)
+        launches.correlation.extend(folded.launches.correlation)
+        gpu.name.extend(array("l", [names[name] for name in folded.gpu.name]))
+        gpu.kernel_class.extend(folded.gpu.kernel_class)
+        gpu.stream.extend(array("l", [threads[stream] for stream in folded.gpu.stream]))
+        for column in ("start", "duration", "correlation", "bytes"):
+            getattr(gpu, column).extend(getattr(folded.gpu, column))
+        _absorb_totals(trace.cpu_operators, folded.cpu_operators, self._intern)
+        _absorb_totals(trace.compile_phases, folded.compile_phases, self._intern)
+        trace.cpu_start = min(trace.cpu_start, folded.cpu_start)
+        trace.cpu_end = max(trace.cpu_end, folded.cpu_end)
+        for phase, count in part.counts.items():
+            self._counts[phase] += count
+        self._last_timestamp = max(self._last_timestamp, part.last_timestamp)
+        self._overlap_of.update(part.overlap_of)
+        self._open_ranges.update(part.open_ranges)
+
+    def finish(self) -> LinkedTrace:
+        # Ranges never closed run to the end of the trace, as trace viewers draw them.
+        for stack in self._open_ranges.values():
+            for event in stack:
+                start = self._relative(event.get("ts"))
+                self._complete_event(event, max(0.0, self._last_timestamp - start))
+        self.trace.event_counts = {str(phase): count for phase, count in self._counts.items()}
+        for phase in self.trace.compile_phases.values():
+            del phase.durations[:]  # kept only to merge the parts of a split trace
+        self._fold_overlap_tracks()
+        return self.trace
+
+    def _fold_overlap_tracks(self) -> None:
+        """Put the slices of overlap tracks back on the thread (or stream) they belong to."""
+        moved = {
+            lane: self._thread_of(own)
+            for track, own in self._overlap_of.items()
+            if (lane := self._thread_index.get(track)) is not None
+        }
+        if not moved:
+            return
+        trace = self.trace
+        for marker in trace.markers:
+            marker.thread = moved.get(marker.thread, marker.thread)
+        for column in (trace.launches.thread, trace.gpu.stream):
+            column[:] = array("l", [moved.get(thread, thread) for thread in column])
+
+    def _close_range(self, end_event: Event) -> None:
+        stack = self._open_ranges.get((end_event.get("pid"), end_event.get("tid")))
+        if not stack:
+            return  # an E without its B (cut off at the trace start): nothing to measure
+        begin = stack.pop()
+        start = self._relative(begin.get("ts"))
+        end_args = end_event.get("args")
+        if isinstance(end_args, dict) and end_args:
+            begin = {**begin, "args": {**(begin.get("args") or {}), **end_args}}
+        self._complete_event(begin, self._relative(end_event.get("ts")) - start)
+
+    def _complete_event(self, event: Event, duration: float) -> None:
+        args = event.get("args")
+        self._complete(
+            event.get("ts"),
+            event.get("cat"),
+            event.get("name"),
+            event.get("pid"),
+            event.get("tid"),
+            args if isinstance(args, dict) else None,
+            duration,
+        )
+
+    def _complete(
+        self,
+        timestamp: Any,
+        category: Any,
+        name: Any,
+        pid: Any,
+        tid: Any,
+        args: Any,
+        duration: float,
+    ) -> None:
+        """Fold in one complete range; ``args`` is a dict, a ``LinkArgs`` struct or None."""
+        trace = self.trace
+        if (type(timestamp) is float or type(timestamp) is int) and self._origin is not None:
+            start = timestamp - self._origin
+        else:
+            start = self._relative(timestamp)
+        end = start + duration
+        if end > self._last_timestamp:
+            self._last_timestamp = end
+        category = category.lower() if isinstance(category, str) else ""
+        name = name if isinstance(name, str) else str(name)
+        if category in GPU_CATEGORIES:
+            self._gpu_event(args, name, self._thread_of((pid, tid)), start, duration)
+            return
+        if category in _GPU_SIDE_CATEGORIES:
+            return
+        if start < trace.cpu_start:
+            trace.cpu_start = start
+        if end > trace.cpu_end:
+            trace.cpu_end = end
+        if category == MARKER_CATEGORY:
+            if _COMPILE_PHASE_TAG in name and _COMPILE_PHASE.search(name):
+                phase = trace.compile_phases.get(name)
+                if phase is None:
+                    phase = trace.compile_phases[self._intern(name)] = OperatorTotals()
+                phase.calls += 1
+                phase.total_us += duration
+                if self._is_part:  # for absorb() to add them up in file order
+                    phase.durations.append(duration)
+                return
+            thread = self._thread_of((pid, tid))
+            trace.markers.append(Marker(self._intern(name), thread, start, duration))
+            return
+        if category == _CPU_OP_CATEGORY:
+            totals = trace.cpu_operators.get(name)
+            if totals is None:
+                totals = self._new_operator(name)
+            totals.calls += 1
+            totals.total_us += duration
+            totals.durations.append(duration)
+            if duration > totals.max_us:
+                totals.max_us = duration
+            return
+        correlation = args.get("correlation") if args is not None else None
+        if isinstance(correlation, int) and not isinstance(correlation, bool):
+            launches = trace.launches
+            launches.name.append(self._name_id(name))
+            launches.thread.append(self._thread_of((pid, tid)))
+            launches.start.append(start)
+            launches.duration.append(duration)
+            launches.correlation.append(correlation)
+
+    def _relative(self, timestamp: object) -> float:
+        value = microseconds(timestamp)
+        if self._origin is None:
+            self._origin = self.trace.origin_us = value
+        return value - self._origin
+
+    def _gpu_event(self, args: Any, name: str, stream: int, start: float, duration: float) -> None:
+        gpu = self.trace.gpu
+        name_id = self._name_id(name)
+        correlation = args.get("correlation") if args is not None else None
+        size = args.get("bytes") if args is not None else None
+        gpu.name.append(name_id)
+        gpu.kernel_class.append(self._kernel_class_of(name_id, name))
+        gpu.stream.append(stream)
+        gpu.start.append(start)
+        gpu.duration.append(duration)
+        gpu.correlation.append(
+            correlation if isinstance(correlation, int) and correlation >= 0 else NO_LINK
+        )
+        gpu.bytes.append(size if isinstance(size, int) and size >= 0 else 0)
+
+    def _kernel_class_of(self, name_id: int, name: str) -> int:
+        kernel_class = self._class_of_name.get(name_id)
+        if kernel_class is None:
+            kernel_class = self._class_of_name[name_id] = _KERNEL_CLASS_CODES[
+                classify_gpu_event(name)
+            ]
+        return kernel_class
+
+    def _new_operator(self, name: str) -> OperatorTotals:
+        totals = self.trace.cpu_operators[self._intern(name)] = OperatorTotals()
+        return totals
+
+    def _metadata_event(self, event: Event) -> None:
+        if event.get("name") == "thread_name":
+            args = event.get("args")
+            if not isinstance(args, dict):
+                return
+            track = (event.get("pid"), event.get("tid"))
+            label = args.get("name")
+            if isinstance(label, str):
+                self.trace.thread_names[track] = label
+            own = args.get(OVERLAP_OF_KEY)
+            if own is not None and own != track[1]:
+                self._overlap_of[track] = (track[0], own)
+
+    def _intern(self, name: str) -> str:
+        return self.trace.names[self._name_id(name)]
+
+    def _name_id(self, name: str) -> int:
+        index = self._name_index.get(name)
+        if index is None:
+            index = self._name_index[name] = len(self.trace.names)
+            self.trace.names.append(name)
+        return index
+
+    def _thread_of(self, key: tuple[Any, Any]) -> int:
+        index = self._thread_index.get(key)
+        if index is None:
+            index = self._thread_index[key] = len(self.trace.threads)
+            self.trace.threads.append(key)
+        return index
+
+
+@dataclass
+class FoldedPart:
+    """One part of a split trace, folded (times relative to the whole trace's origin)."""
+
+    trace: LinkedTrace
+    counts: dict[str, int]
+    last_timestamp: float
+    overlap_of: dict[tuple[Any, Any], tuple[Any, Any]]
+    open_ranges: dict[tuple[Any, Any], list[Event]]
+
+
+def _absorb_totals(
+    totals: dict[str, OperatorTotals],
+    later: dict[str, OperatorTotals],
+    intern: Callable[[str], str],
+) -> None:
+    """Add per-name totals of later events, summing durations in file order as one pass does."""
+    for name, more in later.items():
+        kept = totals.get(name)
+        if kept is None:
+            totals[intern(name)] = more
+            continue
+        kept.calls += more.calls
+        # ((a + b) + c) + d, not (a + b) + (c + d): floating-point sums depend on the order
+        kept.total_us = reduce(operator.add, more.durations, kept.total_us)
+        if more.max_us > kept.max_us:
+            kept.max_us = more.max_us
+        kept.durations.extend(more.durations)

@@ -1,0 +1,35 @@
+"""Types of the C extension ``_fold.c`` (the per-event fold of trace linking)."""
+
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+class Folder:
+    """The per-event fold of one ``_Collector``, in C."""
+
+    def __init__(
+        self,
+        collector: Any,
+        trace: Any,
+        event_type: type,
+        args_type: type,
+        fold_in_python: Callable[[list[Any]], None],
+        new_operator: Callable[[str], Any],
+        kernel_class: Callable[[int, str], int],
+    ) -> None: ...
+    def fold(self, events: list[Any]) -> None:
+        """Fold a batch of events (``LinkEvent`` structs or dicts) into the collector."""
+
+def link_correlations(
+    gpu_correlation: array[int],
+    launch_correlation: array[int],
+    gpu_launch: array[int],
+    no_link: int,
+) -> None:
+    """Set ``gpu_launch[g]`` to the last launch whose correlation is ``gpu_correlation[g]``."""
+
+def launches_in_time_order(
+    thread_column: array[int], start_column: array[float], thread: int, out: array[int]
+) -> bool:
+    """Append the launches on ``thread`` to ``out`` in order of start (ties in file order);
+    False, ``out`` untouched, when a start is NaN."""
