@@ -80,6 +80,14 @@ def _positionals(command: click.Command, ctx: click.Context, args: list[str]) ->
 @click.option(
     "--marker", metavar="NAME", help="With --fail-if-slower: judge this marker, not the run."
 )
+@click.option(
+    "--noise",
+    "noise_text",
+    metavar="PCT",
+    default="10%",
+    show_default=True,
+    help="Changes within ±PCT are 'same' whatever their interval (run-to-run noise).",
+)
 @click.pass_context
 def compare_command(
     ctx: click.Context,
@@ -89,12 +97,14 @@ def compare_command(
     top: int,
     threshold_text: str | None,
     marker: str | None,
+    noise_text: str,
 ) -> None:
     """Compare traces BEFORE and AFTER a change (each side: ranks or repeated runs).
 
     Per marker, CPU operator and kernel: time before and after, the change, and whether it is
-    real (a 95% bootstrap interval of the ratio that excludes 1). Exit code 1 when
-    --fail-if-slower finds a real slowdown over the threshold; 2 for a user error.
+    real (a 95% bootstrap interval of the ratio that excludes 1, and a ratio outside the
+    --noise band). Exit code 1 when --fail-if-slower finds a real slowdown over the threshold;
+    2 for a user error.
 
     \b
     Example:
@@ -107,12 +117,13 @@ def compare_command(
     if marker is not None and threshold_text is None:
         raise click.UsageError("--marker only applies with --fail-if-slower", ctx)
     threshold = parse_threshold(threshold_text) if threshold_text is not None else None
+    noise = parse_threshold(noise_text, "--noise")
     before, after = traces[: len(traces) - after_count], traces[len(traces) - after_count :]
     if not before or not after:
         raise NcompassError(
             "compare needs at least one trace on each side: ncompass compare BEFORE... -- AFTER..."
         )
-    comparison = compare(before, after)
+    comparison = compare(before, after, noise=noise)
     gate = check_slowdown(comparison, threshold, marker) if threshold is not None else None
     if html_path is not None:
         _write_text(html_path, comparison.to_html())

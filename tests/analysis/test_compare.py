@@ -110,12 +110,17 @@ def test_kernels_renamed_by_template_arguments_match_by_normalized_name(
     assert not [c for c in comparison.kernels if c.verdict == "new"]
 
 
-def test_cpu_only_trace_has_no_gpu_measure() -> None:
+def test_cpu_only_trace_has_no_gpu_measure_column_or_table() -> None:
     trace = shared_trace("cpu_only")
     comparison = compare([trace], [trace])
     assert [change.kind for change in comparison.overall] in (["step"], ["run"])
     assert comparison.kernels == ()
     assert comparison.cpu_ops
+    markdown = comparison.to_markdown()
+    page = comparison.to_html()
+    assert "## CPU operators" in markdown and "<h2>CPU operators</h2>" in page
+    assert "GPU" not in markdown
+    assert "GPU" not in re.sub(r"<script>.*?</script>", "", page, flags=re.S)
 
 
 def test_several_traces_a_side_report_time_per_run(ranks: tuple[Path, Path]) -> None:

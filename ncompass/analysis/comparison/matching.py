@@ -6,10 +6,17 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from statistics import median
 
 from ncompass.analysis.comparison.interval import ratio_interval
 from ncompass.analysis.comparison.kernel_names import normalize_kernel_name
-from ncompass.analysis.comparison.result import Change, Comparison, SideTimes
+from ncompass.analysis.comparison.result import (
+    NEGLIGIBLE_US,
+    NOISE,
+    Change,
+    Comparison,
+    SideTimes,
+)
 from ncompass.analysis.comparison.samples import STEP_MARKER, SideSamples, read_side
 from ncompass.errors import NcompassError
 
@@ -20,6 +27,7 @@ def compare(
     before: Iterable[str | Path],
     after: Iterable[str | Path],
     *,
+    noise: float = NOISE,
     progress: bool | None = None,
 ) -> Comparison:
     """Compare traces recorded before and after a change.
@@ -30,6 +38,8 @@ def compare(
     Args:
         before: Trace files of the first side.
         after: Trace files of the second side.
+        noise: The practical-equivalence band (0.10: a change within ±10 % is ``same``
+            whatever its interval; see docs/compare.md).
         progress: Progress bar on stderr (None: only on a terminal, for large files).
 
     Returns:
@@ -44,20 +54,46 @@ def compare(
     if not before_paths or not after_paths:
         raise NcompassError("compare needs at least one trace on each side: BEFORE... -- AFTER...")
     return compare_samples(
-        read_side(before_paths, progress=progress), read_side(after_paths, progress=progress)
+        read_side(before_paths, progress=progress),
+        read_side(after_paths, progress=progress),
+        noise=noise,
     )
 
 
-def compare_samples(before: SideSamples, after: SideSamples) -> Comparison:
-    """Compare two sides already read (see :func:`~.samples.read_side`)."""
+def compare_samples(before: SideSamples, after: SideSamples, *, noise: float = NOISE) -> Comparison:
+    """Compare two sides already read (see :func:`~.samples.read_side`).
+
+    Args:
+        before: The first side's samples.
+        after: The second side's samples.
+        noise: The practical-equivalence band (see :func:`compare`).
+
+    Returns:
+        The comparison.
+    """
+    if noise < 0:
+        raise NcompassError(f"noise {noise!r}: the band must be a fraction >= 0, such as 0.05")
+    negligible_us = NEGLIGIBLE_US
+
+    def judged(changes: tuple[Change, ...], floor: float) -> tuple[Change, ...]:
+        return tuple(replace(change, noise=noise, negligible_us=floor) for change in changes)
+
     return Comparison(
         before_paths=tuple(str(path) for path in before.paths),
         after_paths=tuple(str(path) for path in after.paths),
-        overall=_overall(before, after),
-        markers=_by_name("marker", before.markers, after.markers, before.runs, after.runs),
-        cpu_ops=_by_name("cpu_op", before.cpu_ops, after.cpu_ops, before.runs, after.runs),
-        kernels=_kernels(before, after),
+        overall=judged(_overall(before, after), 0.0),
+        markers=judged(
+            _by_name("marker", before.markers, after.markers, before.runs, after.runs),
+            negligible_us,
+        ),
+        cpu_ops=judged(
+            _by_name("cpu_op", before.cpu_ops, after.cpu_ops, before.runs, after.runs),
+            negligible_us,
+        ),
+        kernels=judged(_kernels(before, after), negligible_us),
         timelines=(before.timeline, after.timeline),
+        noise=noise,
+        negligible_us=negligible_us,
     )
 
 
@@ -179,6 +215,7 @@ def _side_times(samples: array[float] | None, runs: int) -> SideTimes | None:
         total_us=total / runs,
         mean_us=total / len(samples),
         samples=len(samples),
+        median_us=median(samples),
     )
 
 
