@@ -118,7 +118,8 @@ def compare_command(
         raise click.UsageError("--marker only applies with --fail-if-slower", ctx)
     threshold = parse_threshold(threshold_text) if threshold_text is not None else None
     noise = parse_threshold(noise_text, "--noise")
-    before, after = traces[: len(traces) - after_count], traces[len(traces) - after_count :]
+    before = _traces_only(traces[: len(traces) - after_count])
+    after = _traces_only(traces[len(traces) - after_count :])
     if not before or not after:
         raise NcompassError(
             "compare needs at least one trace on each side: ncompass compare BEFORE... -- AFTER..."
@@ -144,6 +145,18 @@ def compare_command(
         click.echo(gate.message, err=True)
         if gate.failed:
             sys.exit(REGRESSION_EXIT_CODE)
+
+
+def _traces_only(paths: tuple[Path, ...]) -> list[Path]:
+    """The paths without `ncompass run`'s marker manifests (``NAME.ncompass.json``), which a
+    glob such as ``base-*.json`` also matches; the ones left out are named on stderr."""
+    from ncompass.capture.trace_files import SIDECAR_SUFFIX
+
+    kept = [path for path in paths if not path.name.endswith(SIDECAR_SUFFIX)]
+    skipped = [path.name for path in paths if path.name.endswith(SIDECAR_SUFFIX)]
+    if skipped:
+        click.echo(f"skipped {', '.join(skipped)}: marker manifests, not traces", err=True)
+    return kept
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -155,3 +155,16 @@ def test_a_narrow_noise_band_is_the_users_choice(recorded_twice: tuple[Path, Pat
             assert entry["interval"][1] < 1.0
     code, _, err = run("compare", first, "--", second, "--noise", "lots")
     assert code == 2 and "--noise 'lots'" in err
+
+
+def test_a_glob_over_the_run_folder_skips_the_marker_manifests(
+    recorded_twice: tuple[Path, Path],
+) -> None:
+    """`base-*.json` also matches `ncompass run`'s NAME.ncompass.json: the CI recipe's glob."""
+    first, second = recorded_twice
+    manifest = first.with_name("first.ncompass.json")
+    assert manifest.is_file()
+    code, out, err = run("compare", first, manifest, "--", second, "--json")
+    assert code == 0, err
+    assert "skipped first.ncompass.json: marker manifests, not traces" in err
+    assert json.loads(out)["before"] == [str(first)]

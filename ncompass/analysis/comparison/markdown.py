@@ -68,7 +68,7 @@ def reading_note(comparison: dict[str, Any]) -> str:
         f"Intervals are {comparison['confidence']:.0%} bootstrap intervals of the ratio of mean "
         "times (after / before); a change is real when its interval excludes 1 and the ratio "
         f"leaves the noise band ±{comparison['noise']:.0%} (run-to-run variation the calls of "
-        "one run cannot show; `--noise` sets it). Times are per run."
+        "one run cannot show; --noise sets it). Times are per run."
     )
 
 
