@@ -213,3 +213,16 @@ def test_the_library_function_is_ncompass_analysis_compare(rank_pair: Comparison
         change.verdict in {"same", "unknown"} for change in result.kernels
     )
     assert analysis.check_slowdown(result, 0.0).failed is False
+
+
+def test_a_zero_noise_band_keeps_the_direction(ranks: tuple[Path, Path]) -> None:
+    """With --noise 0% the verdict is the interval's side, never the other one."""
+    comparison = compare([ranks[0]], [ranks[1]], noise=0.0)
+    judged = [c for c in comparison.changes() if c.verdict in ("slower", "faster")]
+    assert {c.verdict for c in judged} == {"slower", "faster"}
+    for change in judged:
+        assert change.interval is not None
+        if change.verdict == "slower":
+            assert change.interval.low > 1.0
+        else:
+            assert change.interval.high < 1.0

@@ -96,17 +96,17 @@ class Change:
             return VANISHED
         if self.interval is None or self.ratio is None:
             return UNKNOWN
-        if self._moved(1.0 + self.noise):
+        if self._moved(slower=True):
             return SLOWER
-        if self._moved(1.0 / (1.0 + self.noise)):
+        if self._moved(slower=False):
             return FASTER
         return SAME
 
-    def _moved(self, bound: float) -> bool:
-        """Whether the time paid and the typical call both passed ``bound`` (a ratio above 1:
-        slower; below 1: faster): the interval of the ratio of the means excludes 1, that
-        ratio and the ratio of the medians pass ``bound``, and the mean and the median call
-        each moved by at least ``negligible_us``."""
+    def _moved(self, *, slower: bool) -> bool:
+        """Whether the time paid and the typical call both moved that way beyond the noise:
+        the interval of the ratio of the means excludes 1 on that side, that ratio and the
+        ratio of the medians pass ``1 + noise`` (slower) or ``1 / (1 + noise)`` (faster), and
+        the mean and the median call each moved by at least ``negligible_us``."""
         assert self.before is not None and self.after is not None and self.interval is not None
         before, after = self.before, self.after
         if (
@@ -116,9 +116,9 @@ class Change:
         ):
             return False
         ratios = (self.ratio or 1.0, after.median_us / before.median_us)
-        if bound > 1.0:
-            return self.interval.low > 1.0 and min(ratios) > bound
-        return self.interval.high < 1.0 and max(ratios) < bound
+        if slower:
+            return self.interval.low > 1.0 and min(ratios) > 1.0 + self.noise
+        return self.interval.high < 1.0 and max(ratios) < 1.0 / (1.0 + self.noise)
 
     @property
     def is_real(self) -> bool:
