@@ -226,3 +226,54 @@ def test_a_zero_noise_band_keeps_the_direction(ranks: tuple[Path, Path]) -> None
             assert change.interval.low > 1.0
         else:
             assert change.interval.high < 1.0
+
+
+def test_several_runs_a_side_are_resampled_whole() -> None:
+    """Two runs a side, 15 % apart from run to run: pooled calls would call a 13 % change real;
+    with each run one block, the interval sees the runs differ and holds 1."""
+
+    def run(level: float) -> list[float]:
+        return [level + (index * 37 % 11) * 0.1 for index in range(40)]
+
+    before, after = run(100.0) + run(130.0), run(115.0) + run(145.0)
+    pooled = ratio_interval(before, after)
+    assert pooled is not None and pooled.low > 1.0
+    by_run = ratio_interval(before, after, before_runs=[0, 40], after_runs=[0, 40])
+    assert by_run is not None and by_run.holds_one()
+    assert by_run.ratio == pytest.approx(pooled.ratio)
+
+
+def test_the_run_starts_of_a_side(ranks: tuple[Path, Path]) -> None:
+    from ncompass.analysis.comparison.samples import read_side
+
+    one = read_side([ranks[0]], progress=False)
+    two = read_side([ranks[0], ranks[0]], progress=False)
+    for column in ("markers", "cpu_ops", "kernels"):
+        for name, samples in getattr(one, column).items():
+            assert one.starts(column, name) == [0]
+            assert two.starts(column, name) == [0, len(samples)]
+
+
+def test_a_few_preempted_calls_do_not_trip_the_gate(tmp_path: Path) -> None:
+    """Six of 40 calls stretched to 5 ms (the mean ×1.7, its interval above 1) while the typical
+    call stays at 100 µs: `same`, and the gate passes; every call 30 % slower trips it."""
+    from tests.traces.builders import TraceBuilder
+
+    def trace(name: str, per_call: list[float]) -> Path:
+        builder = TraceBuilder()
+        clock = 0.0
+        for duration in per_call:
+            builder.marker("step", clock, duration)
+            clock += duration + 1.0
+        return builder.write(tmp_path / name)
+
+    steady = [100.0 + (index * 37 % 11) for index in range(40)]
+    preempted = [5_000.0 if index % 7 == 3 else us for index, us in enumerate(steady)]
+    before = trace("before.json", steady)
+    comparison = compare([before], [trace("preempted.json", preempted)])
+    change = comparison.marker("step")
+    assert change is not None and change.interval is not None
+    assert change.interval.low > 1.0 and change.verdict == "same"
+    assert not check_slowdown(comparison, 0.05, "step").failed
+    slower = compare([before], [trace("slower.json", [us * 1.3 for us in steady])])
+    assert check_slowdown(slower, 0.05, "step").failed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ncompass.analysis.comparison.result import Change, Comparison
+from ncompass.analysis.comparison.result import SLOWER, Change, Comparison
 from ncompass.errors import NcompassError
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*%?\s*$")
@@ -49,8 +49,9 @@ def check_slowdown(
 ) -> GateResult:
     """Judge the whole-run time (or one marker) against the allowed slowdown.
 
-    The gate fails when the slowdown is real: the interval lies above 1 and the ratio of the
-    means exceeds ``1 + threshold`` and the noise band (``1 + comparison.noise``). Without an
+    The gate fails when the slowdown is real (the verdict is ``slower``: the interval lies above
+    1, the means and the medians moved beyond the noise band) and the ratio of the means
+    exceeds ``1 + threshold``. Without an
     interval (one sample a side) a ratio within the allowed change passes; a ratio beyond it
     cannot be judged, which is an error the user fixes by giving more samples.
 
@@ -78,7 +79,7 @@ def check_slowdown(
         failed = False
         reason = "one sample a side, so no interval; within the allowed change"
     else:
-        failed = over and interval.low > 1.0
+        failed = over and change.verdict == SLOWER
         reason = f"interval ×{interval.low:.3f}–×{interval.high:.3f}"
     band = (
         f" (the noise band ±{change.noise:.0%} is wider; --noise sets it)"

@@ -82,14 +82,8 @@ def compare_samples(before: SideSamples, after: SideSamples, *, noise: float = N
         before_paths=tuple(str(path) for path in before.paths),
         after_paths=tuple(str(path) for path in after.paths),
         overall=judged(_overall(before, after), 0.0),
-        markers=judged(
-            _by_name("marker", before.markers, after.markers, before.runs, after.runs),
-            negligible_us,
-        ),
-        cpu_ops=judged(
-            _by_name("cpu_op", before.cpu_ops, after.cpu_ops, before.runs, after.runs),
-            negligible_us,
-        ),
+        markers=judged(_by_name("marker", "markers", before, after), negligible_us),
+        cpu_ops=judged(_by_name("cpu_op", "cpu_ops", before, after), negligible_us),
         kernels=judged(_kernels(before, after), negligible_us),
         timelines=(before.timeline, after.timeline),
         noise=noise,
@@ -109,7 +103,14 @@ def _overall(before: SideSamples, after: SideSamples) -> tuple[Change, ...]:
         busy = _change("gpu_busy", "GPU busy time", before.gpu_busy, after.gpu_busy, 1, 1)
         return run_time, busy
     runs = (before.runs, after.runs)
-    run_time = _change("step", "step time", steps_before, steps_after, *runs)
+    run_time = _change(
+        "step",
+        "step time",
+        steps_before,
+        steps_after,
+        *runs,
+        starts=(before.starts("markers", STEP_MARKER), after.starts("markers", STEP_MARKER)),
+    )
     if not with_gpu:
         return (run_time,)
     busy = _change(
@@ -118,12 +119,20 @@ def _overall(before: SideSamples, after: SideSamples) -> tuple[Change, ...]:
     return run_time, busy
 
 
-def _by_name(
-    kind: str, before: Samples, after: Samples, runs_before: int, runs_after: int
-) -> tuple[Change, ...]:
+def _by_name(kind: str, column: str, before: SideSamples, after: SideSamples) -> tuple[Change, ...]:
+    old: Samples = getattr(before, column)
+    new: Samples = getattr(after, column)
     changes = [
-        _change(kind, name, before.get(name), after.get(name), runs_before, runs_after)
-        for name in dict.fromkeys([*before, *after])
+        _change(
+            kind,
+            name,
+            old.get(name),
+            new.get(name),
+            before.runs,
+            after.runs,
+            starts=(before.starts(column, name), after.starts(column, name)),
+        )
+        for name in dict.fromkeys([*old, *new])
     ]
     return _largest_first(changes)
 
@@ -132,7 +141,14 @@ def _kernels(before: SideSamples, after: SideSamples) -> tuple[Change, ...]:
     """Kernels matched by exact name, then the rest by normalised name."""
     runs = (before.runs, after.runs)
     changes = [
-        _change("kernel", name, before.kernels[name], after.kernels[name], *runs)
+        _change(
+            "kernel",
+            name,
+            before.kernels[name],
+            after.kernels[name],
+            *runs,
+            starts=(before.starts("kernels", name), after.starts("kernels", name)),
+        )
         for name in before.kernels
         if name in after.kernels
     ]
@@ -186,6 +202,7 @@ def _change(
     runs_after: int,
     *,
     matched_by: str = "name",
+    starts: tuple[Sequence[int], Sequence[int]] = ((), ()),
 ) -> Change:
     before_times = _side_times(before, runs_before)
     after_times = _side_times(after, runs_after)
@@ -194,7 +211,7 @@ def _change(
     if before_times and after_times and before is not None and after is not None:
         if before_times.mean_us > 0:
             ratio = after_times.mean_us / before_times.mean_us
-        interval = ratio_interval(before, after)
+        interval = ratio_interval(before, after, before_runs=starts[0], after_runs=starts[1])
     return Change(
         kind=kind,
         name=name,
