@@ -77,7 +77,7 @@ def recorded_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     The two recordings run side by side, so that both see the same machine: on a shared
     machine the load changes from one minute to the next, and a run made while four other
     processes compete for the cores is slower in every call, which is a real difference the
-    comparison must not hide (docs/compare.md, "What the interval does not know").
+    comparison must not hide (docs/compare.md, "Is it real?").
     """
     pytest.importorskip("torch")
     folder = tmp_path_factory.mktemp("twice")

@@ -7,7 +7,8 @@ stretches (warm-up, a noisy neighbour) count as one draw instead of many indepen
 they keep the work per comparison bounded whatever the number of calls. When a side holds the
 samples of several runs, each run is one block: the resamples then draw whole runs, and the
 interval reflects how much runs differ, which the calls of one run cannot show. The percentile
-interval of ``RESAMPLES`` draws is reported; a change is real when the interval excludes 1.
+interval of ``RESAMPLES`` draws is reported; a change can only be real when the interval
+excludes 1 (the verdict asks more: see :attr:`~.result.Change.verdict`).
 """
 
 from __future__ import annotations

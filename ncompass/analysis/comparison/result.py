@@ -122,7 +122,7 @@ class Change:
 
     @property
     def is_real(self) -> bool:
-        """Whether the interval excludes 1."""
+        """Whether the change is real: ``slower`` or ``faster`` (see :attr:`verdict`)."""
         return self.verdict in (SLOWER, FASTER)
 
     @property
