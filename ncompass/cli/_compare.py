@@ -108,7 +108,7 @@ def compare_command(
 
     \b
     Example:
-        ncompass compare base.json -- new.json --fail-if-slower 5%
+        ncompass compare base-*.json -- new-*.json --fail-if-slower 5%
     """
     from ncompass.analysis.comparison import check_slowdown, compare, parse_threshold
     from ncompass.errors import NcompassError
