@@ -102,8 +102,8 @@ def compare_command(
     """Compare traces BEFORE and AFTER a change (each side: ranks or repeated runs).
 
     Per marker, CPU operator and kernel: time before and after, the change, and whether it is
-    real (a 95% bootstrap interval of the ratio that excludes 1, and means and medians moved
-    beyond the --noise band). Exit code 1 when --fail-if-slower finds a real slowdown over the
+    real (a 95% bootstrap interval of the ratio that excludes 1, and means and lower quartiles
+    moved beyond the --noise band). Exit code 1 when --fail-if-slower finds a real slowdown over the
     threshold; 2 for a user error.
 
     \b

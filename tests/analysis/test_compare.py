@@ -279,14 +279,14 @@ def test_a_few_preempted_calls_do_not_trip_the_gate(tmp_path: Path) -> None:
     assert check_slowdown(slower, 0.05, "step").failed
 
 
-def test_one_run_a_side_over_the_threshold_cannot_be_judged(tmp_path: Path) -> None:
-    """No interval and a ratio over the allowed change: an error saying what to record, not
-    a verdict on noise; a ratio within it passes."""
+def test_one_run_a_side_is_not_judged(tmp_path: Path) -> None:
+    """No interval: the gate passes (two recordings of one program differed by 28 % in run time
+    under load), and says when the ratio was over the allowed change and what to record."""
     from tests.traces.builders import TraceBuilder
 
     short = TraceBuilder().marker("step", 0, 1_000).write(tmp_path / "short.json")
     long = TraceBuilder().marker("step", 0, 2_000).write(tmp_path / "long.json")
-    with pytest.raises(NcompassError, match="Record several runs a side"):
-        check_slowdown(compare([short], [long]), 0.05)
+    over = check_slowdown(compare([short], [long]), 0.05)
+    assert not over.failed and "not judged; record several runs a side" in over.message
     result = check_slowdown(compare([long], [short]), 0.05)
     assert not result.failed and "no interval" in result.message

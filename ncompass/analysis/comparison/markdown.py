@@ -67,7 +67,7 @@ def reading_note(comparison: dict[str, Any]) -> str:
     return (
         f"Intervals are {comparison['confidence']:.0%} bootstrap intervals of the ratio of mean "
         "times (after / before); a change is real when its interval excludes 1 and the ratios "
-        f"of the means and of the medians leave the noise band ±{comparison['noise']:.0%} "
+        f"of the means and of the lower quartiles leave the noise band ±{comparison['noise']:.0%} "
         "(run-to-run variation the calls of one run cannot show; --noise sets it). Times are "
         "per run."
     )

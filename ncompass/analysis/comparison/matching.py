@@ -6,7 +6,6 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from statistics import median
 
 from ncompass.analysis.comparison.interval import ratio_interval
 from ncompass.analysis.comparison.kernel_names import normalize_kernel_name
@@ -232,8 +231,13 @@ def _side_times(samples: array[float] | None, runs: int) -> SideTimes | None:
         total_us=total / runs,
         mean_us=total / len(samples),
         samples=len(samples),
-        median_us=median(samples),
+        lower_quartile_us=_lower_quartile(samples),
     )
+
+
+def _lower_quartile(samples: array[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[(len(ordered) - 1) // 4]
 
 
 def _largest_first(changes: list[Change]) -> tuple[Change, ...]:

@@ -34,15 +34,16 @@ class SideTimes:
         total_us: Time per run.
         mean_us: Mean time of one call (or step, or run).
         samples: How many samples the side holds (calls over all its files).
-        median_us: Median time of one call: the typical call, which a few calls stretched by
-            preemption do not move.
+        lower_quartile_us: The lower quartile of one call's time: the calls least disturbed by
+            other processes (preemption and contention only add time), which a change to the
+            code moves as it moves the others.
     """
 
     calls: float
     total_us: float
     mean_us: float
     samples: int
-    median_us: float
+    lower_quartile_us: float
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -51,7 +52,7 @@ class SideTimes:
             "total_us": self.total_us,
             "mean_us": self.mean_us,
             "samples": self.samples,
-            "median_us": self.median_us,
+            "lower_quartile_us": self.lower_quartile_us,
         }
 
 
@@ -105,17 +106,18 @@ class Change:
     def _moved(self, *, slower: bool) -> bool:
         """Whether the time paid and the typical call both moved that way beyond the noise:
         the interval of the ratio of the means excludes 1 on that side, that ratio and the
-        ratio of the medians pass ``1 + noise`` (slower) or ``1 / (1 + noise)`` (faster), and
-        the mean and the median call each moved by at least ``negligible_us``."""
+        ratio of the lower quartiles pass ``1 + noise`` (slower) or ``1 / (1 + noise)``
+        (faster), and the mean and the lower quartile each moved by at least
+        ``negligible_us``."""
         assert self.before is not None and self.after is not None and self.interval is not None
         before, after = self.before, self.after
         if (
             abs(after.mean_us - before.mean_us) < self.negligible_us
-            or abs(after.median_us - before.median_us) < self.negligible_us
-            or before.median_us <= 0
+            or abs(after.lower_quartile_us - before.lower_quartile_us) < self.negligible_us
+            or before.lower_quartile_us <= 0
         ):
             return False
-        ratios = (self.ratio or 1.0, after.median_us / before.median_us)
+        ratios = (self.ratio or 1.0, after.lower_quartile_us / before.lower_quartile_us)
         if slower:
             return self.interval.low > 1.0 and min(ratios) > 1.0 + self.noise
         return self.interval.high < 1.0 and max(ratios) < 1.0 / (1.0 + self.noise)
