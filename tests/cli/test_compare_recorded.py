@@ -37,6 +37,10 @@ def reduce(x):
     return sum(float(x[i].sum()) for i in range(x.shape[0]))
 """
 WORK_SCRIPT = """
+import os
+import pathlib
+import time
+
 import torch
 
 import workmod
@@ -44,6 +48,12 @@ import workmod
 torch.manual_seed(0)
 torch.set_num_threads(1)
 x = torch.rand(64, 64) / 64
+# start the measured loop together with the other recording (see `recorded_twice`)
+here = pathlib.Path(__file__).parent
+(here / ("ready-" + os.environ["RECORDING"])).touch()
+deadline = time.monotonic() + 120
+while len(list(here.glob("ready-*"))) < 2 and time.monotonic() < deadline:
+    time.sleep(0.001)
 for _ in range(40):
     workmod.matmuls(x)
     workmod.adds(x)
@@ -74,10 +84,12 @@ def run(*args: str | Path) -> tuple[int, str, str]:
 def recorded_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The same script recorded twice, each time in a fresh `ncompass run` process.
 
-    The two recordings run side by side, so that both see the same machine: on a shared
-    machine the load changes from one minute to the next, and a run made while four other
-    processes compete for the cores is slower in every call, which is a real difference the
-    comparison must not hide (docs/compare.md, "Is it real?").
+    The two recordings run side by side and start their measured loop together (each waits
+    for the other at a file barrier), so that both see the same machine: on a shared machine
+    the load changes from one minute to the next, and a run made while four other processes
+    compete for the cores, or while its sibling is still importing torch, is slower in every
+    call, which is a real difference the comparison must not hide (docs/compare.md, "Is it
+    real?").
     """
     pytest.importorskip("torch")
     folder = tmp_path_factory.mktemp("twice")
@@ -85,7 +97,7 @@ def recorded_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     (folder / "work.py").write_text(WORK_SCRIPT)
     (folder / "work.yaml").write_text(WORK_SPEC)
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{folder}"}
-    recordings = [_record(folder, name, env) for name in ("first", "second")]
+    recordings = [_record(folder, name, {**env, "RECORDING": name}) for name in ("first", "second")]
     for recording in recordings:
         _, stderr = recording.communicate(timeout=300)
         assert recording.returncode == 0, stderr
