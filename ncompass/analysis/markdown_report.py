@@ -33,9 +33,11 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     """
     trace = structured["trace"]
     lines = [f"# Trace summary: {Path(trace['path']).name}", ""]
+    has_gpu = bool(trace["gpu_events"])
     lines.append(
         f"Rank {trace['rank']} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
-        f"{trace['markers']} marker ranges · {trace['gpu_events']} GPU events"
+        f"{trace['markers']} marker ranges · "
+        + (f"{trace['gpu_events']} GPU events" if has_gpu else "CPU only (no GPU events)")
     )
     lines.append("")
     phases = trace.get("compile_phases") or {}
@@ -48,8 +50,8 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
         ]
     focus = structured.get("focus") or {}
     if focus.get("target_module") or focus.get("feedback_text"):
-        lines += _focus_section(focus, structured["markers"])
-    if trace["gpu_events"]:
+        lines += _focus_section(focus, structured["markers"], has_gpu)
+    if has_gpu:
         lines += _gpu_section(structured["breakdown"])
     lines += _bottleneck_section(structured["bottlenecks"])
     if structured["recommendations"]:
@@ -57,14 +59,14 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
         lines += [f"- {text}" for text in structured["recommendations"]]
         lines.append("")
     operations = structured["operations"]
-    lines += _marker_table([op for op in operations if op["kind"] == "marker"][:top])
+    lines += _marker_table([op for op in operations if op["kind"] == "marker"][:top], has_gpu)
     lines += _compiled_section(structured["markers"], top)
     lines += _kernel_table([op for op in operations if op["kind"] == "kernel"][:top])
     lines += _operator_table([op for op in operations if op["kind"] == "cpu_op"][:top])
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _focus_section(focus: Focus, markers: list[MarkerRow]) -> list[str]:
+def _focus_section(focus: Focus, markers: list[MarkerRow], has_gpu: bool) -> list[str]:
     lines = ["## Focus", ""]
     if focus.get("feedback_text"):
         lines.append(f"Question: {focus['feedback_text']}")
@@ -73,7 +75,7 @@ def _focus_section(focus: Focus, markers: list[MarkerRow]) -> list[str]:
     lines.append("")
     matching = [stats for stats in markers if stats["name"] in set(focus.get("markers", []))]
     if matching:
-        lines += _marker_table(matching, title=None)
+        lines += _marker_table(matching, has_gpu, title=None)
     else:
         lines += ["No marker in this trace matches the target yet.", ""]
     return lines
@@ -127,20 +129,26 @@ def _bottleneck_section(bottlenecks: list[BottleneckRow]) -> list[str]:
     return lines
 
 
-def _marker_table(rows: Sequence[MarkerRow], title: str | None = "Markers") -> list[str]:
+def _marker_table(
+    rows: Sequence[MarkerRow], has_gpu: bool, title: str | None = "Markers"
+) -> list[str]:
+    """The marker table; its GPU columns only when the trace has GPU events."""
     if not rows:
         return []
     lines = [f"## {title}", ""] if title else []
+    gpu_header = " GPU total | GPU events |" if has_gpu else ""
+    gpu_rule = "---:|---:|" if has_gpu else ""
     lines += [
-        "| marker | calls | CPU total | CPU self | GPU total | GPU events | CPU share |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        f"| marker | calls | CPU total | CPU self |{gpu_header} CPU share |",
+        f"|---|---:|---:|---:|{gpu_rule}---:|",
     ]
     for row in rows:
         share = row.get("share_of_cpu_time")
+        gpu = f" {format_duration(row['gpu_total_us'])} | {row['gpu_events']} |" if has_gpu else ""
         lines.append(
             f"| {_cell(row['name'])} | {row['calls']} | {format_duration(row['cpu_total_us'])} | "
-            f"{format_duration(row['cpu_self_us'])} | {format_duration(row['gpu_total_us'])} | "
-            f"{row['gpu_events']} | {'' if share is None else f'{share:.1%}'} |"
+            f"{format_duration(row['cpu_self_us'])} |{gpu} "
+            f"{'' if share is None else f'{share:.1%}'} |"
         )
     return [*lines, ""]
 

@@ -80,6 +80,14 @@ def _positionals(command: click.Command, ctx: click.Context, args: list[str]) ->
 @click.option(
     "--marker", metavar="NAME", help="With --fail-if-slower: judge this marker, not the run."
 )
+@click.option(
+    "--noise",
+    "noise_text",
+    metavar="PCT",
+    default="10%",
+    show_default=True,
+    help="Changes within ±PCT are 'same' whatever their interval (run-to-run noise).",
+)
 @click.pass_context
 def compare_command(
     ctx: click.Context,
@@ -89,16 +97,18 @@ def compare_command(
     top: int,
     threshold_text: str | None,
     marker: str | None,
+    noise_text: str,
 ) -> None:
     """Compare traces BEFORE and AFTER a change (each side: ranks or repeated runs).
 
     Per marker, CPU operator and kernel: time before and after, the change, and whether it is
-    real (a 95% bootstrap interval of the ratio that excludes 1). Exit code 1 when
-    --fail-if-slower finds a real slowdown over the threshold; 2 for a user error.
+    real (a 95% bootstrap interval of the ratio that excludes 1, and means and lower quartiles
+    moved beyond the --noise band). Exit code 1 when --fail-if-slower finds a real slowdown over the
+    threshold; 2 for a user error.
 
     \b
     Example:
-        ncompass compare base.json -- new.json --fail-if-slower 5%
+        ncompass compare base-*.json -- new-*.json --fail-if-slower 5%
     """
     from ncompass.analysis.comparison import check_slowdown, compare, parse_threshold
     from ncompass.errors import NcompassError
@@ -107,12 +117,14 @@ def compare_command(
     if marker is not None and threshold_text is None:
         raise click.UsageError("--marker only applies with --fail-if-slower", ctx)
     threshold = parse_threshold(threshold_text) if threshold_text is not None else None
-    before, after = traces[: len(traces) - after_count], traces[len(traces) - after_count :]
+    noise = parse_threshold(noise_text, "--noise")
+    before = _traces_only(traces[: len(traces) - after_count])
+    after = _traces_only(traces[len(traces) - after_count :])
     if not before or not after:
         raise NcompassError(
             "compare needs at least one trace on each side: ncompass compare BEFORE... -- AFTER..."
         )
-    comparison = compare(before, after)
+    comparison = compare(before, after, noise=noise)
     gate = check_slowdown(comparison, threshold, marker) if threshold is not None else None
     if html_path is not None:
         _write_text(html_path, comparison.to_html())
@@ -133,6 +145,18 @@ def compare_command(
         click.echo(gate.message, err=True)
         if gate.failed:
             sys.exit(REGRESSION_EXIT_CODE)
+
+
+def _traces_only(paths: tuple[Path, ...]) -> list[Path]:
+    """The paths without `ncompass run`'s marker manifests (``NAME.ncompass.json``), which a
+    glob such as ``base-*.json`` also matches; the ones left out are named on stderr."""
+    from ncompass.capture.trace_files import SIDECAR_SUFFIX
+
+    kept = [path for path in paths if not path.name.endswith(SIDECAR_SUFFIX)]
+    skipped = [path.name for path in paths if path.name.endswith(SIDECAR_SUFFIX)]
+    if skipped:
+        click.echo(f"skipped {', '.join(skipped)}: marker manifests, not traces", err=True)
+    return kept
 
 
 def _write_text(path: Path, text: str) -> None:

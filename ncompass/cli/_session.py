@@ -93,7 +93,14 @@ def session_run_command(
     spec version and trace is kept in OUTPUT_DIR/NAME.
     """
     from ncompass.capture.runner import load_specs
-    from ncompass.session.report import answer_report, finding, history_json, iteration_report
+    from ncompass.session.history import history_changes
+    from ncompass.session.report import (
+        answer_report,
+        change_lines,
+        finding,
+        history_json,
+        iteration_report,
+    )
     from ncompass.session.session import ProfilingSession
 
     if (feedback is None) != (target is None) and target is None:
@@ -121,6 +128,10 @@ def session_run_command(
         session.run_script(script, list(arguments), discovery=False if one_level else None)
         record = session.iterations[-1]
         echo(iteration_report(record, top))
+        if len(session.iterations) > 1 and not as_json:  # what moved since the last run
+            previous = session.iterations[-2]
+            for line in change_lines(previous, history_changes([previous, record])[1], top):
+                echo(line)
         if record.exit_code:
             click.echo(f"  the script exited with {record.exit_code}:", err=True)
             for line in _last_script_errors(session.last_run_errors):
@@ -144,9 +155,8 @@ def session_run_command(
         }
         click.echo(json.dumps(document, indent=2))
     else:
-        click.echo(finding(session.iterations[-1]))
-        if answer is not None:
-            click.echo(answer_report(answer))
+        # the answer, when there is one, is the conclusion; without one, the hottest marker
+        click.echo(answer_report(answer) if answer is not None else finding(session.iterations[-1]))
         click.echo(f"specs and traces: {session.store.root}")
     if session.iterations[-1].exit_code:  # like `ncompass run`: the script's exit code
         raise SystemExit(session.iterations[-1].exit_code)

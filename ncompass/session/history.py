@@ -126,8 +126,8 @@ class MarkerChange:
     Attributes:
         name: The marker.
         before_us, after_us: Its mean time per call in each iteration.
-        verdict: ``faster``/``slower`` when the bootstrap interval of the ratio excludes 1,
-            ``same`` when it holds 1, ``unknown`` when a trace is gone or holds too few calls.
+        verdict: ``ncompass compare``'s verdict (``faster``/``slower``/``same``, see
+            ``Change.verdict``), ``unknown`` when a trace is gone or holds too few calls.
         interval: The 95 % interval of ``after / before`` (None when unknown).
     """
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass._format import format_duration
+from ncompass.analysis.comparison.markdown import describe_change
 from ncompass.importer import FULL_TRACE_MARKER
 from ncompass.importer.registry import MarkerRecord
 from ncompass.runtime.names import trace_safe_name
@@ -14,6 +15,15 @@ from ncompass.session.history import IterationRecord, MarkerChange, MarkerTime, 
 
 # a statement below this share of the self time is not worth naming as "the slowest"
 _MIN_STATEMENT_SHARE = 0.05
+
+
+def _ms(microseconds: float) -> str:
+    return format_duration(microseconds, unit="ms")
+
+
+def _label(marker: str) -> str:
+    """A marker as people read it: the whole-run range is "the whole run"."""
+    return "the whole run" if marker == FULL_TRACE_MARKER else marker
 
 
 def _site(record: IterationRecord, marker: str) -> MarkerRecord | None:
@@ -64,19 +74,19 @@ def iteration_report(record: IterationRecord, top: int = 5) -> str:
     total = sum(time.cpu_self_us for time in record.markers.values()) or 1.0
     for name, time in record.hottest(top):
         share = 100 * time.cpu_self_us / total
-        self_ms = format_duration(time.cpu_self_us, unit="ms")
-        total_ms = format_duration(time.cpu_total_us, unit="ms")
         lines.append(
-            f"  {share:5.1f}%  {self_ms:>11} self  {total_ms:>11} total  x{time.calls:<5} {name}"
+            f"  {share:5.1f}%  {_ms(time.cpu_self_us):>11} self  {_ms(time.cpu_total_us):>11} total"
+            f"  x{time.calls:<5} {_label(name)}"
         )
     hottest = record.hottest(1)
     if hottest:
-        lines.append(f"  hottest: {hottest[0][0]} — {where(record, hottest[0][0])}")
+        lines.append(f"  hottest: {_hottest_text(record, hottest[0][0])}")
     statement = hottest_statement(record)
     if statement is not None and hottest and statement[0] != hottest[0][0]:
         name, time = statement
-        self_ms = format_duration(time.cpu_self_us, unit="ms")
-        lines.append(f"  slowest statement: {name} — {where(record, name)}, {self_ms} self")
+        lines.append(
+            f"  slowest statement: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} self"
+        )
     lines.extend(discovery_lines(record))
     if record.answer is not None:
         answer = Answer.from_dict(record.answer)
@@ -84,6 +94,12 @@ def iteration_report(record: IterationRecord, top: int = 5) -> str:
     if record.note:
         lines.append(f"  note: {record.note}")
     return "\n".join(lines)
+
+
+def _hottest_text(record: IterationRecord, marker: str) -> str:
+    if marker == FULL_TRACE_MARKER:
+        return "the whole run, outside every finer marker"
+    return f"{marker} — {where(record, marker)}"
 
 
 def discovery_lines(record: IterationRecord, top: int = 3) -> list[str]:
@@ -129,29 +145,38 @@ def answer_report(answer: Answer) -> str:
 
 def history_report(records: list[IterationRecord], top: int = 3) -> str:
     """Every iteration with its hottest markers, and what got faster or slower since the last
-    (real changes only: the bootstrap interval of the ratio excludes 1)."""
+    (real changes only, in ``ncompass compare``'s words and by its rule)."""
     if not records:
         return "no iterations yet"
     lines: list[str] = []
-    for record, changes in zip(records, history_changes(records), strict=True):
+    for index, (record, changes) in enumerate(zip(records, history_changes(records), strict=True)):
         lines.append(iteration_report(record, top))
-        moved = [change for change in changes if change.verdict in ("faster", "slower")][:top]
-        lines.extend(_change_line(change) for change in moved)
+        if index:
+            lines.extend(change_lines(records[index - 1], changes, top))
     return "\n".join(lines)
 
 
-def _change_line(change: MarkerChange) -> str:
-    interval = (
-        f", 95% interval {change.interval[0]:.2f}-{change.interval[1]:.2f}"
-        if change.interval
-        else ""
-    )
-    before = format_duration(change.before_us, unit="ms")
-    after = format_duration(change.after_us, unit="ms")
-    return (
-        f"  {change.verdict:>6}: {change.name} {before} -> {after} per call "
-        f"({change.ratio:.2f}x{interval})"
-    )
+def change_lines(previous: IterationRecord, changes: list[MarkerChange], top: int = 3) -> list[str]:
+    """The real changes of the shared markers since ``previous``, as ``ncompass compare``
+    words them (``slower``/``faster``; the others are no news)."""
+    moved = [change for change in changes if change.verdict in ("faster", "slower")][:top]
+    return [
+        f"  since iteration {previous.iteration}: {_label(change.name)}: "
+        + describe_change(_compare_row(change))
+        for change in moved
+    ]
+
+
+def _compare_row(change: MarkerChange) -> dict[str, Any]:
+    """A marker change in the shape :func:`describe_change` reads (``Change.to_dict()``)."""
+    return {
+        "kind": "marker",
+        "before": {"mean_us": change.before_us},
+        "after": {"mean_us": change.after_us},
+        "ratio": change.ratio,
+        "interval": list(change.interval) if change.interval else None,
+        "verdict": change.verdict,
+    }
 
 
 def history_json(records: list[IterationRecord]) -> list[dict[str, Any]]:
@@ -167,19 +192,27 @@ def history_json(records: list[IterationRecord]) -> list[dict[str, Any]]:
 
 
 def finding(record: IterationRecord) -> str:
-    """The one-line answer of a session: the slowest place found so far."""
+    """The conclusion of a session without an answer: the marker holding the most time no
+    finer marker explains (the whole run when the markers explain little of it)."""
     hottest = record.hottest(1)
     if not hottest:
         return "no markers were recorded"
     name, time = hottest[0]
-    self_ms = format_duration(time.cpu_self_us, unit="ms")
-    found = f"slowest so far: {name} — {where(record, name)}, {self_ms} of its own time"
+    if name == FULL_TRACE_MARKER:
+        found = (
+            f"most time is outside every marker: the whole run has {_ms(time.cpu_self_us)} "
+            "of its own time"
+        )
+    else:
+        found = (
+            f"slowest marker so far: {name} — {where(record, name)}, "
+            f"{_ms(time.cpu_self_us)} of its own time"
+        )
     statement = hottest_statement(record)
     if statement is not None and statement[0] != name:
-        statement_ms = format_duration(statement[1].cpu_self_us, unit="ms")
         found += (
             f"\nslowest statement: {statement[0]} — {where(record, statement[0])}, "
-            f"{statement_ms} of its own time"
+            f"{_ms(statement[1].cpu_self_us)} of its own time"
         )
     return found
 
@@ -187,6 +220,7 @@ def finding(record: IterationRecord) -> str:
 __all__ = [
     "MarkerTime",
     "answer_report",
+    "change_lines",
     "discovery_lines",
     "finding",
     "history_json",

@@ -110,12 +110,17 @@ def test_kernels_renamed_by_template_arguments_match_by_normalized_name(
     assert not [c for c in comparison.kernels if c.verdict == "new"]
 
 
-def test_cpu_only_trace_has_no_gpu_measure() -> None:
+def test_cpu_only_trace_has_no_gpu_measure_column_or_table() -> None:
     trace = shared_trace("cpu_only")
     comparison = compare([trace], [trace])
     assert [change.kind for change in comparison.overall] in (["step"], ["run"])
     assert comparison.kernels == ()
     assert comparison.cpu_ops
+    markdown = comparison.to_markdown()
+    page = comparison.to_html()
+    assert "## CPU operators" in markdown and "<h2>CPU operators</h2>" in page
+    assert "GPU" not in markdown
+    assert "GPU" not in re.sub(r"<script>.*?</script>", "", page, flags=re.S)
 
 
 def test_several_traces_a_side_report_time_per_run(ranks: tuple[Path, Path]) -> None:
@@ -208,3 +213,80 @@ def test_the_library_function_is_ncompass_analysis_compare(rank_pair: Comparison
         change.verdict in {"same", "unknown"} for change in result.kernels
     )
     assert analysis.check_slowdown(result, 0.0).failed is False
+
+
+def test_a_zero_noise_band_keeps_the_direction(ranks: tuple[Path, Path]) -> None:
+    """With --noise 0% the verdict is the interval's side, never the other one."""
+    comparison = compare([ranks[0]], [ranks[1]], noise=0.0)
+    judged = [c for c in comparison.changes() if c.verdict in ("slower", "faster")]
+    assert {c.verdict for c in judged} == {"slower", "faster"}
+    for change in judged:
+        assert change.interval is not None
+        if change.verdict == "slower":
+            assert change.interval.low > 1.0
+        else:
+            assert change.interval.high < 1.0
+
+
+def test_several_runs_a_side_are_resampled_whole() -> None:
+    """Two runs a side, 15 % apart from run to run: pooled calls would call a 13 % change real;
+    with each run one block, the interval sees the runs differ and holds 1."""
+
+    def run(level: float) -> list[float]:
+        return [level + (index * 37 % 11) * 0.1 for index in range(40)]
+
+    before, after = run(100.0) + run(130.0), run(115.0) + run(145.0)
+    pooled = ratio_interval(before, after)
+    assert pooled is not None and pooled.low > 1.0
+    by_run = ratio_interval(before, after, before_runs=[0, 40], after_runs=[0, 40])
+    assert by_run is not None and by_run.holds_one()
+    assert by_run.ratio == pytest.approx(pooled.ratio)
+
+
+def test_the_run_starts_of_a_side(ranks: tuple[Path, Path]) -> None:
+    from ncompass.analysis.comparison.samples import read_side
+
+    one = read_side([ranks[0]], progress=False)
+    two = read_side([ranks[0], ranks[0]], progress=False)
+    for column in ("markers", "cpu_ops", "kernels"):
+        for name, samples in getattr(one, column).items():
+            assert one.starts(column, name) == [0]
+            assert two.starts(column, name) == [0, len(samples)]
+
+
+def test_a_few_preempted_calls_do_not_trip_the_gate(tmp_path: Path) -> None:
+    """Six of 40 calls stretched to 5 ms (the mean ×1.7, its interval above 1) while the typical
+    call stays at 100 µs: `same`, and the gate passes; every call 30 % slower trips it."""
+    from tests.traces.builders import TraceBuilder
+
+    def trace(name: str, per_call: list[float]) -> Path:
+        builder = TraceBuilder()
+        clock = 0.0
+        for duration in per_call:
+            builder.marker("step", clock, duration)
+            clock += duration + 1.0
+        return builder.write(tmp_path / name)
+
+    steady = [100.0 + (index * 37 % 11) for index in range(40)]
+    preempted = [5_000.0 if index % 7 == 3 else us for index, us in enumerate(steady)]
+    before = trace("before.json", steady)
+    comparison = compare([before], [trace("preempted.json", preempted)])
+    change = comparison.marker("step")
+    assert change is not None and change.interval is not None
+    assert change.interval.low > 1.0 and change.verdict == "same"
+    assert not check_slowdown(comparison, 0.05, "step").failed
+    slower = compare([before], [trace("slower.json", [us * 1.3 for us in steady])])
+    assert check_slowdown(slower, 0.05, "step").failed
+
+
+def test_one_run_a_side_is_not_judged(tmp_path: Path) -> None:
+    """No interval: the gate passes (two recordings of one program differed by 28 % in run time
+    under load), and says when the ratio was over the allowed change and what to record."""
+    from tests.traces.builders import TraceBuilder
+
+    short = TraceBuilder().marker("step", 0, 1_000).write(tmp_path / "short.json")
+    long = TraceBuilder().marker("step", 0, 2_000).write(tmp_path / "long.json")
+    over = check_slowdown(compare([short], [long]), 0.05)
+    assert not over.failed and "not judged; record several runs a side" in over.message
+    result = check_slowdown(compare([long], [short]), 0.05)
+    assert not result.failed and "no interval" in result.message

@@ -63,40 +63,36 @@ def run(*args: str | Path) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def planted_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two real runs under `ncompass run --profiler torch`; the second sleeps 3 ms (30 %)
-    longer in every call of the `planted` marker."""
+    longer in every call of the `planted` marker. They run side by side, so that both see
+    the same machine load (recorded one after the other on a loaded machine, every call of
+    the second run was twice as slow, `steady` included)."""
     pytest.importorskip("torch")
     folder = tmp_path_factory.mktemp("planted")
     (folder / "plantedmod.py").write_text(PLANTED_MODULE)
     (folder / "planted_script.py").write_text(PLANTED_SCRIPT)
     (folder / "planted.yaml").write_text(PLANTED_SPEC)
-    traces = []
+    recordings = []
     for name, extra in (("before", "0"), ("after", "0.003")):
         env = {**os.environ, "PLANTED_EXTRA_S": extra, "PYTHONPATH": f"{REPO}{os.pathsep}{folder}"}
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ncompass",
-                "run",
-                "--profiler",
-                "torch",
-                "--config",
-                str(folder / "planted.yaml"),
-                "--output-dir",
-                str(folder),
-                "--trace-name",
-                name,
-                str(folder / "planted_script.py"),
-            ],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
+        command = [
+            sys.executable, "-m", "ncompass", "run", "--profiler", "torch",
+            "--config", str(folder / "planted.yaml"), "--output-dir", str(folder),
+            "--trace-name", name, str(folder / "planted_script.py"),
+        ]  # fmt: skip
+        recordings.append(
+            subprocess.Popen(
+                command,
+                cwd=folder,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
         )
-        assert done.returncode == 0, done.stderr
-        traces.append(folder / f"{name}.json")
-    return traces[0], traces[1]
+    for recording in recordings:
+        _, stderr = recording.communicate(timeout=300)
+        assert recording.returncode == 0, stderr
+    return folder / "before.json", folder / "after.json"
 
 
 def test_planted_slowdown_is_found_and_trips_the_marker_gate(

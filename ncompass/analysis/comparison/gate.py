@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ncompass.analysis.comparison.result import SLOWER, UNKNOWN, Change, Comparison
+from ncompass.analysis.comparison.result import SLOWER, Change, Comparison
 from ncompass.errors import NcompassError
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*%?\s*$")
@@ -28,15 +28,19 @@ class GateResult:
     message: str
 
 
-def parse_threshold(text: str) -> float:
+def parse_threshold(text: str, option: str = "--fail-if-slower") -> float:
     """``"5%"`` (or ``"5"``) -> 0.05.
+
+    Args:
+        text: The percentage as written.
+        option: The option it came from, for the error message.
 
     Raises:
         NcompassError: The text is not a non-negative percentage.
     """
     match = _PERCENT.match(text)
     if match is None:
-        raise NcompassError(f"--fail-if-slower {text!r}: expected a percentage such as 5% or 2.5%")
+        raise NcompassError(f"{option} {text!r}: expected a percentage such as 5% or 2.5%")
     return float(match.group(1)) / 100.0
 
 
@@ -45,9 +49,11 @@ def check_slowdown(
 ) -> GateResult:
     """Judge the whole-run time (or one marker) against the allowed slowdown.
 
-    The gate fails when the change is real (its interval lies above 1) and the ratio of the
-    means exceeds ``1 + threshold``. With one sample a side there is no interval: the ratio
-    alone decides, and the message says so.
+    The gate fails when the slowdown is real (the verdict is ``slower``: the interval lies above
+    1, the means and the lower quartiles moved beyond the noise band) and the ratio of the means
+    exceeds ``1 + threshold``. Without an
+    interval (one sample a side) nothing is real, so the gate passes, and its message says
+    whether the ratio was beyond the allowed change and could not be judged.
 
     Args:
         comparison: The comparison.
@@ -63,18 +69,28 @@ def check_slowdown(
     change = comparison.run_time if marker is None else _marker_change(comparison, marker)
     label = change.name if marker is None else f"marker {marker!r}"
     ratio = change.ratio if change.ratio is not None else 1.0
-    over = ratio > 1.0 + threshold
-    if change.verdict == UNKNOWN:
-        failed = over
-        reason = "one sample a side, so no interval: the ratio alone decides"
+    allowed = max(threshold, change.noise)
+    over = ratio > 1.0 + allowed
+    interval = change.interval
+    if interval is None:
+        failed = False
+        reason = (
+            "one sample a side, so no interval: not judged; record several runs a side or "
+            "profiler steps, or judge a marker with --marker NAME"
+            if over
+            else "one sample a side, so no interval; within the allowed change"
+        )
     else:
         failed = over and change.verdict == SLOWER
-        interval = change.interval
-        reason = f"interval ×{interval.low:.3f}–×{interval.high:.3f}" if interval else ""
-    verdict = "FAILED" if failed else "passed"
+        reason = f"interval ×{interval.low:.3f}–×{interval.high:.3f}"
+    band = (
+        f" (the noise band ±{change.noise:.0%} is wider; --noise sets it)"
+        if change.noise > threshold
+        else ""
+    )
     message = (
-        f"gate {verdict}: {label} {ratio - 1:+.1%} ({reason}; {change.verdict}), "
-        f"allowed +{threshold:.1%}"
+        f"gate {'FAILED' if failed else 'passed'}: {label} {ratio - 1:+.1%} ({reason}; "
+        f"{change.verdict}), allowed +{threshold:.1%}{band}"
     )
     return GateResult(change, threshold, failed, message)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names, short_kernel_name
-from ncompass.analysis.comparison.markdown import describe_change
+from ncompass.analysis.comparison.markdown import describe_change, reading_note
 from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT, TIMELINE_CSS, timeline_svg
 
 _CSS = " ".join(
@@ -66,11 +66,7 @@ def render_comparison_html(
         parts.append("<ol>" + "".join(_item(change, kind=True) for change in biggest) + "</ol>")
     else:
         parts.append("<p>No real change in any entry.</p>")
-    parts.append(
-        f'<p class="note">Intervals are {comparison["confidence"]:.0%} bootstrap intervals of '
-        "the ratio of mean times (after / before); a change is real when its interval "
-        "excludes 1. Times are per run. Click a column to sort.</p>"
-    )
+    parts.append(f'<p class="note">{escape(reading_note(comparison))} Click a column to sort.</p>')
     for side, timeline, paths in zip(
         ("Before", "After"), timelines, (comparison["before"], comparison["after"]), strict=True
     ):

@@ -4,8 +4,11 @@ Each side's samples (per-call durations, in time order) are cut into at most ``M
 contiguous blocks; a resample draws that many blocks with replacement on each side and
 computes ``mean(after) / mean(before)``. Blocks keep neighbouring calls together, so slow
 stretches (warm-up, a noisy neighbour) count as one draw instead of many independent ones, and
-they keep the work per comparison bounded whatever the number of calls. The percentile interval
-of ``RESAMPLES`` draws is reported; a change is real when the interval excludes 1.
+they keep the work per comparison bounded whatever the number of calls. When a side holds the
+samples of several runs, each run is one block: the resamples then draw whole runs, and the
+interval reflects how much runs differ, which the calls of one run cannot show. The percentile
+interval of ``RESAMPLES`` draws is reported; a change can only be real when the interval
+excludes 1 (the verdict asks more: see :attr:`~.result.Change.verdict`).
 """
 
 from __future__ import annotations
@@ -35,12 +38,21 @@ class RatioInterval:
         return self.low <= 1.0 <= self.high
 
 
-def ratio_interval(before: Sequence[float], after: Sequence[float]) -> RatioInterval | None:
+def ratio_interval(
+    before: Sequence[float],
+    after: Sequence[float],
+    *,
+    before_runs: Sequence[int] = (),
+    after_runs: Sequence[int] = (),
+) -> RatioInterval | None:
     """The ratio of the means of ``after`` and ``before`` with its 95 % bootstrap interval.
 
     Args:
         before: Samples of the first side, in time order.
         after: Samples of the second side, in time order.
+        before_runs: Where each run's samples start in ``before`` (from 0, increasing); with
+            two runs or more, the runs are the blocks.
+        after_runs: The same for ``after``.
 
     Returns:
         The ratio and its interval; None when a side has fewer than two samples or the
@@ -48,8 +60,8 @@ def ratio_interval(before: Sequence[float], after: Sequence[float]) -> RatioInte
     """
     if len(before) < 2 or len(after) < 2:
         return None
-    before_sums, before_counts = _blocks(before)
-    after_sums, after_counts = _blocks(after)
+    before_sums, before_counts = _blocks(before, before_runs)
+    after_sums, after_counts = _blocks(after, after_runs)
     before_total = sum(before_sums)
     if before_total <= 0:
         return None
@@ -72,11 +84,18 @@ def ratio_interval(before: Sequence[float], after: Sequence[float]) -> RatioInte
     return RatioInterval(ratio, min(low, ratio), max(high, ratio))
 
 
-def _blocks(samples: Sequence[float]) -> tuple[list[float], list[int]]:
-    """Sums and sizes of at most MAX_BLOCKS contiguous, near-equal blocks."""
+def _blocks(samples: Sequence[float], runs: Sequence[int]) -> tuple[list[float], list[int]]:
+    """Sums and sizes of at most MAX_BLOCKS contiguous blocks: the runs when there are two or
+    more (consecutive runs grouped beyond MAX_BLOCKS), else near-equal slices."""
     count = len(samples)
-    blocks = min(count, MAX_BLOCKS)
-    bounds = [index * count // blocks for index in range(blocks + 1)]
+    if len(runs) >= 2:
+        groups = min(len(runs), MAX_BLOCKS)
+        starts = [runs[index * len(runs) // groups] for index in range(groups)]
+        bounds = [*starts, count]
+        blocks = groups
+    else:
+        blocks = min(count, MAX_BLOCKS)
+        bounds = [index * count // blocks for index in range(blocks + 1)]
     sums = [sum(samples[bounds[index] : bounds[index + 1]]) for index in range(blocks)]
     sizes = [bounds[index + 1] - bounds[index] for index in range(blocks)]
     return sums, sizes

@@ -22,7 +22,6 @@ def render_comparison_markdown(comparison: dict[str, Any], *, top: int = 20) -> 
         The report, ending with a newline.
     """
     before, after = comparison["before"], comparison["after"]
-    confidence = f"{comparison['confidence']:.0%}"
     lines = [
         f"# Comparison: {_files(before)} before, {_files(after)} after",
         "",
@@ -39,10 +38,7 @@ def render_comparison_markdown(comparison: dict[str, Any], *, top: int = 20) -> 
         )
     if biggest:
         lines.append("")
-    lines.append(
-        f"Intervals are {confidence} bootstrap intervals of the ratio of mean times (after / "
-        "before); a change is real when its interval excludes 1. Times are per run."
-    )
+    lines.append(reading_note(comparison))
     for key, title in _KINDS:
         rows = [row for row in comparison[key] if row["verdict"] not in ("new", "vanished")]
         lines += _table(title, rows[:top], len(rows), kernels=key == "kernels")
@@ -64,6 +60,17 @@ def render_comparison_markdown(comparison: dict[str, Any], *, top: int = 20) -> 
                 f"{format_duration(side['total_us'])} | {side['calls']:g} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def reading_note(comparison: dict[str, Any]) -> str:
+    """How to read the verdicts: the interval, the noise band, per run."""
+    return (
+        f"Intervals are {comparison['confidence']:.0%} bootstrap intervals of the ratio of mean "
+        "times (after / before); a change is real when its interval excludes 1 and the ratios "
+        f"of the means and of the lower quartiles leave the noise band ±{comparison['noise']:.0%} "
+        "(run-to-run variation the calls of one run cannot show; --noise sets it). Times are "
+        "per run."
+    )
 
 
 def describe_change(change: dict[str, Any]) -> str:

@@ -9,7 +9,13 @@ from pathlib import Path
 
 from ncompass.analysis.comparison.interval import ratio_interval
 from ncompass.analysis.comparison.kernel_names import normalize_kernel_name
-from ncompass.analysis.comparison.result import Change, Comparison, SideTimes
+from ncompass.analysis.comparison.result import (
+    NEGLIGIBLE_US,
+    NOISE,
+    Change,
+    Comparison,
+    SideTimes,
+)
 from ncompass.analysis.comparison.samples import STEP_MARKER, SideSamples, read_side
 from ncompass.errors import NcompassError
 
@@ -20,6 +26,7 @@ def compare(
     before: Iterable[str | Path],
     after: Iterable[str | Path],
     *,
+    noise: float = NOISE,
     progress: bool | None = None,
 ) -> Comparison:
     """Compare traces recorded before and after a change.
@@ -30,6 +37,8 @@ def compare(
     Args:
         before: Trace files of the first side.
         after: Trace files of the second side.
+        noise: The practical-equivalence band (0.10: a change within ±10 % is ``same``
+            whatever its interval; see docs/compare.md).
         progress: Progress bar on stderr (None: only on a terminal, for large files).
 
     Returns:
@@ -44,20 +53,40 @@ def compare(
     if not before_paths or not after_paths:
         raise NcompassError("compare needs at least one trace on each side: BEFORE... -- AFTER...")
     return compare_samples(
-        read_side(before_paths, progress=progress), read_side(after_paths, progress=progress)
+        read_side(before_paths, progress=progress),
+        read_side(after_paths, progress=progress),
+        noise=noise,
     )
 
 
-def compare_samples(before: SideSamples, after: SideSamples) -> Comparison:
-    """Compare two sides already read (see :func:`~.samples.read_side`)."""
+def compare_samples(before: SideSamples, after: SideSamples, *, noise: float = NOISE) -> Comparison:
+    """Compare two sides already read (see :func:`~.samples.read_side`).
+
+    Args:
+        before: The first side's samples.
+        after: The second side's samples.
+        noise: The practical-equivalence band (see :func:`compare`).
+
+    Returns:
+        The comparison.
+    """
+    if noise < 0:
+        raise NcompassError(f"noise {noise!r}: the band must be a fraction >= 0, such as 0.05")
+    negligible_us = NEGLIGIBLE_US
+
+    def judged(changes: tuple[Change, ...], floor: float) -> tuple[Change, ...]:
+        return tuple(replace(change, noise=noise, negligible_us=floor) for change in changes)
+
     return Comparison(
         before_paths=tuple(str(path) for path in before.paths),
         after_paths=tuple(str(path) for path in after.paths),
-        overall=_overall(before, after),
-        markers=_by_name("marker", before.markers, after.markers, before.runs, after.runs),
-        cpu_ops=_by_name("cpu_op", before.cpu_ops, after.cpu_ops, before.runs, after.runs),
-        kernels=_kernels(before, after),
+        overall=judged(_overall(before, after), 0.0),
+        markers=judged(_by_name("marker", "markers", before, after), negligible_us),
+        cpu_ops=judged(_by_name("cpu_op", "cpu_ops", before, after), negligible_us),
+        kernels=judged(_kernels(before, after), negligible_us),
         timelines=(before.timeline, after.timeline),
+        noise=noise,
+        negligible_us=negligible_us,
     )
 
 
@@ -73,7 +102,14 @@ def _overall(before: SideSamples, after: SideSamples) -> tuple[Change, ...]:
         busy = _change("gpu_busy", "GPU busy time", before.gpu_busy, after.gpu_busy, 1, 1)
         return run_time, busy
     runs = (before.runs, after.runs)
-    run_time = _change("step", "step time", steps_before, steps_after, *runs)
+    run_time = _change(
+        "step",
+        "step time",
+        steps_before,
+        steps_after,
+        *runs,
+        starts=(before.starts("markers", STEP_MARKER), after.starts("markers", STEP_MARKER)),
+    )
     if not with_gpu:
         return (run_time,)
     busy = _change(
@@ -82,12 +118,20 @@ def _overall(before: SideSamples, after: SideSamples) -> tuple[Change, ...]:
     return run_time, busy
 
 
-def _by_name(
-    kind: str, before: Samples, after: Samples, runs_before: int, runs_after: int
-) -> tuple[Change, ...]:
+def _by_name(kind: str, column: str, before: SideSamples, after: SideSamples) -> tuple[Change, ...]:
+    old: Samples = getattr(before, column)
+    new: Samples = getattr(after, column)
     changes = [
-        _change(kind, name, before.get(name), after.get(name), runs_before, runs_after)
-        for name in dict.fromkeys([*before, *after])
+        _change(
+            kind,
+            name,
+            old.get(name),
+            new.get(name),
+            before.runs,
+            after.runs,
+            starts=(before.starts(column, name), after.starts(column, name)),
+        )
+        for name in dict.fromkeys([*old, *new])
     ]
     return _largest_first(changes)
 
@@ -96,7 +140,14 @@ def _kernels(before: SideSamples, after: SideSamples) -> tuple[Change, ...]:
     """Kernels matched by exact name, then the rest by normalised name."""
     runs = (before.runs, after.runs)
     changes = [
-        _change("kernel", name, before.kernels[name], after.kernels[name], *runs)
+        _change(
+            "kernel",
+            name,
+            before.kernels[name],
+            after.kernels[name],
+            *runs,
+            starts=(before.starts("kernels", name), after.starts("kernels", name)),
+        )
         for name in before.kernels
         if name in after.kernels
     ]
@@ -150,6 +201,7 @@ def _change(
     runs_after: int,
     *,
     matched_by: str = "name",
+    starts: tuple[Sequence[int], Sequence[int]] = ((), ()),
 ) -> Change:
     before_times = _side_times(before, runs_before)
     after_times = _side_times(after, runs_after)
@@ -158,7 +210,7 @@ def _change(
     if before_times and after_times and before is not None and after is not None:
         if before_times.mean_us > 0:
             ratio = after_times.mean_us / before_times.mean_us
-        interval = ratio_interval(before, after)
+        interval = ratio_interval(before, after, before_runs=starts[0], after_runs=starts[1])
     return Change(
         kind=kind,
         name=name,
@@ -179,7 +231,13 @@ def _side_times(samples: array[float] | None, runs: int) -> SideTimes | None:
         total_us=total / runs,
         mean_us=total / len(samples),
         samples=len(samples),
+        lower_quartile_us=_lower_quartile(samples),
     )
+
+
+def _lower_quartile(samples: array[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[(len(ordered) - 1) // 4]
 
 
 def _largest_first(changes: list[Change]) -> tuple[Change, ...]:

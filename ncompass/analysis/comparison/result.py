@@ -17,6 +17,14 @@ UNKNOWN = "unknown"
 NEW = "new"
 VANISHED = "vanished"
 
+# The practical-equivalence band: a change is only slower or faster when the ratio of the means
+# also leaves 1 by more than this, as asv's default factor (the calls of one run do not see
+# run-to-run variation; docs/compare.md, "Is it real?", has the measurements).
+NOISE = 0.10
+# A mean call moving less than this (µs) is profiler jitter: sub-µs operators of an unchanged
+# program move 10-20 % between runs.
+NEGLIGIBLE_US = 0.05
+
 
 @dataclass(frozen=True)
 class SideTimes:
@@ -27,12 +35,16 @@ class SideTimes:
         total_us: Time per run.
         mean_us: Mean time of one call (or step, or run).
         samples: How many samples the side holds (calls over all its files).
+        lower_quartile_us: The lower quartile of one call's time: the calls least disturbed by
+            other processes (preemption and contention only add time), which a change to the
+            code moves as it moves the others.
     """
 
     calls: float
     total_us: float
     mean_us: float
     samples: int
+    lower_quartile_us: float
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -41,6 +53,7 @@ class SideTimes:
             "total_us": self.total_us,
             "mean_us": self.mean_us,
             "samples": self.samples,
+            "lower_quartile_us": self.lower_quartile_us,
         }
 
 
@@ -56,6 +69,11 @@ class Change:
         interval: The bootstrap interval of the ratio (None with fewer than two samples a side).
         matched_by: ``name``, ``normalized name`` (kernels), or empty for new/vanished entries.
         names_before, names_after: The exact names pooled under a normalised name.
+        noise: The practical-equivalence band: a real change leaves ``1 ± noise`` (as a
+            fraction; faster means below ``1 / (1 + noise)``, so swapping the sides mirrors
+            the verdict).
+        negligible_us: A change of the mean call smaller than this is ``same`` (0 for the
+            whole-run measures).
     """
 
     kind: str
@@ -67,26 +85,47 @@ class Change:
     matched_by: str = "name"
     names_before: tuple[str, ...] = ()
     names_after: tuple[str, ...] = ()
+    noise: float = NOISE
+    negligible_us: float = 0.0
 
     @property
     def verdict(self) -> str:
-        """``slower``/``faster`` when the interval excludes 1, ``same`` when it holds 1,
-        ``unknown`` without an interval, ``new``/``vanished`` when one side lacks the entry."""
+        """``slower``/``faster`` when the change is real (see :meth:`_moved`), else ``same``;
+        ``unknown`` without an interval; ``new``/``vanished`` when one side lacks the entry."""
         if self.before is None:
             return NEW
         if self.after is None:
             return VANISHED
-        if self.interval is None:
+        if self.interval is None or self.ratio is None:
             return UNKNOWN
-        if self.interval.low > 1.0:
+        if self._moved(slower=True):
             return SLOWER
-        if self.interval.high < 1.0:
+        if self._moved(slower=False):
             return FASTER
         return SAME
 
+    def _moved(self, *, slower: bool) -> bool:
+        """Whether the time paid and the typical call both moved that way beyond the noise:
+        the interval of the ratio of the means excludes 1 on that side, that ratio and the
+        ratio of the lower quartiles pass ``1 + noise`` (slower) or ``1 / (1 + noise)``
+        (faster), and the mean and the lower quartile each moved by at least
+        ``negligible_us``."""
+        assert self.before is not None and self.after is not None and self.interval is not None
+        before, after = self.before, self.after
+        if (
+            abs(after.mean_us - before.mean_us) < self.negligible_us
+            or abs(after.lower_quartile_us - before.lower_quartile_us) < self.negligible_us
+            or before.lower_quartile_us <= 0
+        ):
+            return False
+        ratios = (self.ratio or 1.0, after.lower_quartile_us / before.lower_quartile_us)
+        if slower:
+            return self.interval.low > 1.0 and min(ratios) > 1.0 + self.noise
+        return self.interval.high < 1.0 and max(ratios) < 1.0 / (1.0 + self.noise)
+
     @property
     def is_real(self) -> bool:
-        """Whether the interval excludes 1."""
+        """Whether the change is real: ``slower`` or ``faster`` (see :attr:`verdict`)."""
         return self.verdict in (SLOWER, FASTER)
 
     @property
@@ -126,6 +165,8 @@ class Comparison:
         markers, cpu_ops, kernels: One change per name, the largest change of time first.
         timelines: The busy timelines of each side's first trace, for the HTML page (not in
             :meth:`to_dict`).
+        noise: The practical-equivalence band every verdict used (see :class:`Change`).
+        negligible_us: The change of the mean call below which a change is ``same``.
     """
 
     before_paths: tuple[str, ...]
@@ -135,6 +176,8 @@ class Comparison:
     cpu_ops: tuple[Change, ...] = field(default_factory=tuple)
     kernels: tuple[Change, ...] = field(default_factory=tuple)
     timelines: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {})
+    noise: float = NOISE
+    negligible_us: float = 0.0
 
     @property
     def run_time(self) -> Change:
@@ -164,6 +207,8 @@ class Comparison:
             "before": list(self.before_paths),
             "after": list(self.after_paths),
             "confidence": CONFIDENCE,
+            "noise": self.noise,
+            "negligible_us": self.negligible_us,
             "overall": [change.to_dict() for change in self.overall],
             "biggest_changes": [change.to_dict() for change in self.biggest_changes()],
             "markers": [change.to_dict() for change in self.markers],

@@ -35,6 +35,8 @@ class SideSamples:
             launched inside it (empty without steps).
         timeline: The first file's busy timeline, for the HTML page (see
             :func:`~ncompass.analysis.timeline.busy_timeline`).
+        run_starts: Per column (``markers``, ``cpu_ops``, ``kernels``) and name, where the
+            samples of each file holding that name start, so that runs can be resampled whole.
     """
 
     paths: list[Path] = field(default_factory=list)
@@ -45,6 +47,13 @@ class SideSamples:
     gpu_busy: array[float] = field(default_factory=lambda: array("d"))
     step_gpu_busy: array[float] = field(default_factory=lambda: array("d"))
     timeline: Mapping[str, Any] = field(default_factory=dict)
+    run_starts: dict[str, dict[str, list[int]]] = field(
+        default_factory=lambda: {"markers": {}, "cpu_ops": {}, "kernels": {}}
+    )
+
+    def starts(self, column: str, name: str) -> list[int]:
+        """Where each file's samples of ``name`` start in ``column`` (see ``run_starts``)."""
+        return self.run_starts[column].get(name, [])
 
     @property
     def runs(self) -> int:
@@ -61,6 +70,10 @@ class SideSamples:
         if not self.paths:
             self.timeline = busy_timeline(trace)
         self.paths.append(trace.path)
+        lengths = {
+            column: {name: len(samples) for name, samples in getattr(self, column).items()}
+            for column in self.run_starts
+        }
         for marker in trace.markers:
             _column(self.markers, marker_group(marker.name)).append(marker.duration)
         for name, totals in trace.cpu_operators.items():
@@ -76,6 +89,12 @@ class SideSamples:
         self.gpu_busy.append(total_length(busy))
         self.spans.append(_span(trace, busy[-1][1] if busy else None))
         self.step_gpu_busy.extend(_gpu_busy_per_step(trace))
+        for column, starts in self.run_starts.items():
+            seen = lengths[column]
+            for name, samples in getattr(self, column).items():
+                start = seen.get(name, 0)
+                if len(samples) > start:
+                    starts.setdefault(name, []).append(start)
 
 
 def read_side(paths: Iterable[str | Path], *, progress: bool | None = None) -> SideSamples:
