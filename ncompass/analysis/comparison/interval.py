@@ -7,7 +7,8 @@ stretches (warm-up, a noisy neighbour) count as one draw instead of many indepen
 they keep the work per comparison bounded whatever the number of calls. When a side holds the
 samples of several runs, each run is one block: the resamples then draw whole runs, and the
 interval reflects how much runs differ, which the calls of one run cannot show. The percentile
-interval of ``RESAMPLES`` draws is reported; a change can only be real when the interval
+interval of ``RESAMPLES`` draws is reported; with fewer than ``MIN_BLOCKS`` blocks a side it is
+the span of the block means' ratios instead. A change can only be real when the interval
 excludes 1 (the verdict asks more: see :attr:`~.result.Change.verdict`).
 """
 
@@ -38,6 +39,10 @@ class RatioInterval:
         return self.low <= 1.0 <= self.high
 
 
+MIN_BLOCKS = 5
+"""Blocks a side (runs, or samples) below which the bootstrap gives way to the span of ratios."""
+
+
 def ratio_interval(
     before: Sequence[float],
     after: Sequence[float],
@@ -66,6 +71,8 @@ def ratio_interval(
     if before_total <= 0:
         return None
     ratio = (sum(after_sums) / len(after)) / (before_total / len(before))
+    if min(len(before_sums), len(after_sums)) < MIN_BLOCKS:
+        return _span_of_ratios(ratio, before_sums, before_counts, after_sums, after_counts)
     draws_before = _draws(len(before_sums), 0)
     draws_after = _draws(len(after_sums), 1)
     ratios: list[float] = []
@@ -81,6 +88,26 @@ def ratio_interval(
     tail = (1.0 - CONFIDENCE) / 2
     low = ratios[int(tail * (len(ratios) - 1))]
     high = ratios[round((1.0 - tail) * (len(ratios) - 1))]
+    return RatioInterval(ratio, min(low, ratio), max(high, ratio))
+
+
+def _span_of_ratios(
+    ratio: float,
+    before_sums: Sequence[float],
+    before_counts: Sequence[int],
+    after_sums: Sequence[float],
+    after_counts: Sequence[int],
+) -> RatioInterval | None:
+    """From the slowest to the fastest block of one side over the other's: with under
+    MIN_BLOCKS blocks a side a bootstrap is far too narrow (3 against 3 has 10 distinct
+    resamples a side), so the interval excludes 1 only when every block of one side is slower
+    than every block of the other."""
+    before_means = [total / count for total, count in zip(before_sums, before_counts, strict=True)]
+    after_means = [total / count for total, count in zip(after_sums, after_counts, strict=True)]
+    if min(before_means) <= 0:
+        return None
+    low = min(after_means) / max(before_means)
+    high = max(after_means) / min(before_means)
     return RatioInterval(ratio, min(low, ratio), max(high, ratio))
 
 
