@@ -275,17 +275,22 @@ def _awaited(expressions: list[ast.AST]) -> Iterator[ast.Call]:
 
 def _callee_text(call: ast.Call) -> str | None:
     """``self.qkv_proj`` for ``self.qkv_proj(x)``; None for callees that are not dotted names."""
+    name = dotted_name(call.func)
+    if name is None and isinstance(call.func, ast.Attribute):
+        # e.g. `super().forward(x)` or `self.layers[0](x)`: fall back to the written text
+        return ast.unparse(call.func).replace(" ", "")
+    return name
+
+
+def dotted_name(node: ast.AST) -> str | None:
+    """``a.b.c`` for an attribute chain on a name, else None."""
     parts: list[str] = []
-    node: ast.AST = call.func
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if isinstance(node, ast.Name):
         parts.append(node.id)
         return ".".join(reversed(parts))
-    if parts:
-        # e.g. `super().forward(x)` or `self.layers[0](x)`: fall back to the written text
-        return ast.unparse(call.func).replace(" ", "")
     return None
 
 
@@ -293,6 +298,7 @@ __all__ = [
     "CallSite",
     "LookupFailure",
     "closest",
+    "dotted_name",
     "find_calls",
     "find_scope",
     "is_glob",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ncompass.rewrite.locate import LookupFailure, closest
+from ncompass.rewrite.locate import LookupFailure, closest, dotted_name
 from ncompass.rewrite.statements import Block, StatementIndex
 from ncompass.spec.models import Replacement
 
@@ -122,18 +122,6 @@ def canonical(dotted: str, aliases: dict[str, str]) -> str:
     if target is None:
         return dotted
     return f"{target}.{rest}" if rest else target
-
-
-def dotted_name(node: ast.AST) -> str | None:
-    """``a.b.c`` for an attribute chain on a name, else None."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def dotted_reads(tree: ast.AST) -> set[str]:

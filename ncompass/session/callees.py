@@ -24,7 +24,8 @@ from pathlib import Path
 from types import FunctionType, MethodType
 from typing import Any
 
-from ncompass.rewrite.replace import dotted_name, import_aliases
+from ncompass.rewrite.locate import dotted_name
+from ncompass.rewrite.replace import import_aliases
 from ncompass.rewrite.statements import Scope, StatementIndex
 
 _CALL_METHODS = ("forward", "__call__")

@@ -19,10 +19,9 @@ from typing import Any
 
 from ncompass.errors import NcompassError, SpecError
 from ncompass.importer.lookup import module_source
-from ncompass.rewrite.locate import LookupFailure
+from ncompass.rewrite.locate import LookupFailure, dotted_name
 from ncompass.rewrite.plan import plan_rewrite
 from ncompass.rewrite.ranges import resolve_lines
-from ncompass.rewrite.replace import dotted_name
 from ncompass.rewrite.source import SourceModule, read_source
 from ncompass.rewrite.statements import Scope, Statement, StatementIndex
 from ncompass.session.callees import resolve_callee
