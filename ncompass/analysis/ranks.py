@@ -150,6 +150,7 @@ def _rank_row(label: str, fact: RankFacts) -> dict[str, Any]:
         "gpu_events": fact.gpu_events,
         "kernel_span_us": breakdown["kernel_span_us"],
         "compute_us": breakdown["compute_us"],
+        "non_compute_us": breakdown["non_compute_us"],
         "communication_us": breakdown["communication_us"],
         "idle_us": breakdown["idle_us"],
         "host_bound_idle_us": breakdown["idle_gaps"]["host_bound_us"],
@@ -218,7 +219,7 @@ def render_ranks_markdown(structured: dict[str, Any]) -> str:
     ranks = structured["ranks"]
     label = structured["label"]
     lines = [f"# Summary of {len(ranks)} traces ({label}s {_listing(ranks)})", ""]
-    lines += [_slowest_sentence(structured["slowest"], label), ""]
+    lines += [slowest_sentence(structured["slowest"], label), ""]
     lines += _rank_table(ranks, label)
     lines += _spread_table("Markers (CPU time)", "marker", structured["markers"], ranks, label)
     lines += _spread_table("GPU kernels (GPU time)", "kernel", structured["kernels"], ranks, label)
@@ -236,7 +237,8 @@ def _listing(ranks: list[dict[str, Any]]) -> str:
     return ", ".join(shown) if len(shown) <= 10 else f"{shown[0]}–{shown[-1]}"
 
 
-def _slowest_sentence(slowest: dict[str, Any], label: str) -> str:
+def slowest_sentence(slowest: dict[str, Any], label: str) -> str:
+    """The report's first line: which rank (or run) is slowest, by how much (markdown)."""
     name = f"{label} {slowest['label']} ({Path(slowest['path']).name})"
     value = format_duration(slowest["value_us"])
     median = format_duration(slowest["median_us"])

@@ -36,7 +36,7 @@ _JOBS = click.option(
     "html_path",
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="OUT.html",
-    help="Also write a self-contained HTML page with charts (one trace only).",
+    help="Also write a self-contained HTML page with charts.",
 )
 @_JOBS
 def summarize_command(
@@ -73,14 +73,16 @@ def _summarize_several(
     traces: tuple[Path, ...], *, as_json: bool, top: int, html_path: Path | None, jobs: int | None
 ) -> None:
     from ncompass.analysis.ranks import summarize_traces
-    from ncompass.errors import NcompassError
+    from ncompass.overwrite_guard import refuse_overwriting_inputs
 
     if html_path is not None:
-        raise NcompassError(
-            f"--html {html_path}: the HTML page shows one trace; run `ncompass summarize "
-            "TRACE --html OUT.html` once per trace"
-        )
+        refuse_overwriting_inputs(html_path, traces)
     summary = summarize_traces(traces, top=top, jobs=jobs)
+    if html_path is not None:
+        from ncompass.analysis.ranks_page import render_ranks_html
+
+        _write_text(html_path, render_ranks_html(summary))
+        click.echo(f"wrote {html_path}", err=True)
     if as_json:
         click.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:

@@ -103,12 +103,28 @@ def test_summarize_of_the_same_rank_twice_labels_the_columns_as_runs() -> None:
     assert all(row["over_median"] == pytest.approx(1.0) for row in structured["markers"])
 
 
-def test_summarize_html_of_several_traces_is_refused_in_one_line(tmp_path: Path) -> None:
-    page = tmp_path / "page.html"
-    code, _, err = run("summarize", *RANKS, "--html", page)
+def test_summarize_html_of_several_traces_has_a_column_per_rank(
+    summaries: dict[str, tuple[int, str, str]], tmp_path: Path
+) -> None:
+    page = tmp_path / "ranks.html"
+    code, _, err = run("summarize", *RANKS, "--html", page, "--jobs", "1", "--top", "50")
+    assert code == 0, err
+    html = page.read_text()
+    slowest = orjson.loads(summaries["1"][1])["structured"]["slowest"]
+    assert f"Slowest rank: rank {slowest['label']} (sampled_rank-{slowest['label']}" in html
+    assert "<th>rank 0</th><th>rank 1</th>" in html
+    assert html.count('aria-label="GPU time per rank"') == 1
+    assert "http" not in html  # self-contained
+
+
+def test_summarize_html_over_one_of_several_traces_is_refused(tmp_path: Path) -> None:
+    inputs = [tmp_path / path.name for path in RANKS]
+    for source, target in zip(RANKS, inputs, strict=True):
+        shutil.copyfile(source, target)
+    code, _, err = run("summarize", *inputs, "--html", inputs[1], "--jobs", "1")
     assert code == 2
-    assert err.count("\n") == 1 and "--html" in err and "one trace" in err
-    assert not page.exists()
+    assert err.count("\n") == 1 and "is an input of this command" in err
+    assert inputs[1].read_bytes() == RANKS[1].read_bytes()
 
 
 @pytest.fixture(scope="module")
