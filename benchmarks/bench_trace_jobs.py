@@ -58,12 +58,22 @@ def main() -> None:
     outputs: dict[tuple[str, int], bytes] = {}
     floors: list[float] = []
     loads: list[float] = []
-    for _ in range(options.runs):
+    for run in range(1, options.runs + 1):
         floors.append(two_process_floor())
         loads.append(os.getloadavg()[0])
         for command, jobs in times:
             seconds, outputs[command, jobs] = run_command(command, traces, jobs)
             times[command, jobs].append(seconds)
+        pairs = ", ".join(
+            f"{command} {times[command, 1][-1]:.2f} s / {times[command, 2][-1]:.2f} s = "
+            f"{times[command, 2][-1] / times[command, 1][-1]:.2f}x"
+            for command in commands
+        )
+        print(
+            f"run {run}: load {loads[-1]:.2f}, two busy loops {floors[-1]:.2f}x, "
+            f"--jobs 1 / --jobs 2: {pairs}",
+            flush=True,
+        )
     for command in commands:
         if outputs[command, 1] != outputs[command, 2]:
             raise SystemExit(f"{command} --jobs 2 printed other JSON than --jobs 1")
