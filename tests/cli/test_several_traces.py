@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from ncompass.analysis.ranks import combine, rank_facts, render_ranks_markdown
 from ncompass.analysis.summary import summarize_trace
 from ncompass.cli import ncompass_cli
 
@@ -201,3 +203,13 @@ def test_filter_of_two_traces_of_one_name_into_one_directory_is_refused(tmp_path
     assert code == 2
     assert err.count("\n") == 1 and "would both be written to" in err
     assert not output.exists()
+
+
+def test_past_eight_ranks_the_tables_show_min_median_and_max() -> None:
+    one = rank_facts(RANKS[0], 0, False)
+    facts = [dataclasses.replace(one, rank=rank) for rank in range(12)]
+    summary = combine(facts, top=5)
+    markdown = render_ranks_markdown(summary)
+    assert "# Summary of 12 traces (ranks 0–11)" in markdown
+    assert "| marker | calls | min | median | max | slowest rank | max / median |" in markdown
+    assert all(len(row["by_rank_us"]) == 12 for row in summary["markers"])
