@@ -114,8 +114,8 @@ def summarize_traces(
         progress: Progress bar on stderr (None: only on a terminal, for large inputs).
 
     Returns:
-        ``{"markdown": str, "structured": {"ranks", "slowest", "markers", "kernels"}}``; the
-        shape is described in docs/analysis.md ("Several traces").
+        ``{"markdown": str, "structured": {"label", "ranks", "slowest", "markers", "kernels"}}``;
+        the shape is described in docs/analysis.md ("Several traces").
 
     Raises:
         TraceError: A file is missing or corrupt (the first such file, in order).

@@ -16,7 +16,8 @@ _JOBS = click.option(
     type=click.IntRange(min=1),
     default=None,
     metavar="N",
-    help="Read N traces at once in worker processes [default: one per core; 1: one by one].",
+    help="Read N traces at once in worker processes [default: one per core, for over 32 MB "
+    "of JSON in all; 1: one by one].",
 )
 
 
@@ -147,7 +148,7 @@ def filter_command(
     direct_children: bool,
     jobs: int | None,
 ) -> None:
-    """Keep the markers of TRACE and what they launched; write OUT (OUTDIR/ for several)."""
+    """Keep the markers of each TRACE and what they launched; write OUT (a folder for several)."""
     from ncompass.traces.filter import filter_trace, filter_traces
 
     if not _names_a_directory(output):
