@@ -14,19 +14,88 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
+# typing_extensions' TypedDict, as in summary_types (pydantic validates only it before 3.12)
+from typing_extensions import NotRequired, TypedDict
+
+from ncompass._format import format_duration
 from ncompass.analysis.breakdown import rank_breakdown
-from ncompass.analysis.markdown_report import format_duration
 from ncompass.analysis.markers import marker_stats
 from ncompass.analysis.operations import kernel_stats
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
+from ncompass.analysis.summary_types import RankBreakdownRow
 from ncompass.traces.link import link_trace
 from ncompass.traces.parallel import map_traces
 
 # More ranks than this get min / median / max columns instead of one column per rank.
 _MAX_RANK_COLUMNS = 8
 _NAME_WIDTH = 70
+
+
+class RankRow(TypedDict):
+    """One trace of a several-trace summary: its column label and its totals (microseconds)."""
+
+    label: str
+    rank: int
+    path: str
+    cpu_wall_us: float
+    gpu_events: int
+    kernel_span_us: float
+    compute_us: float
+    non_compute_us: float
+    communication_us: float
+    idle_us: float
+    host_bound_idle_us: float
+    outside_communication_us: float
+    findings: list[str]
+
+
+class SlowestRank(TypedDict):
+    """The straggler: the trace with the most of ``measure``, against the median over traces."""
+
+    label: str
+    rank: int
+    path: str
+    measure: Literal["outside_communication_us", "cpu_wall_us"]
+    value_us: float
+    median_us: float
+    over_median: float
+
+
+# "class" is a keyword: the functional form is the only way to spell this key.
+SpreadRow = TypedDict(
+    "SpreadRow",
+    {
+        "name": str,
+        "class": NotRequired[str],  # kernels only
+        "calls": int,
+        "total_us": float,
+        "by_rank_us": dict[str, float],
+        "median_us": float,
+        "max_us": float,
+        "slowest": str,
+        "over_median": float,
+    },
+)
+SpreadRow.__doc__ = """A marker or kernel name: its time on each trace, by column label."""
+
+
+class RanksStructured(TypedDict):
+    """The ``structured`` part of a several-trace summary (docs/analysis.md, "Several traces")."""
+
+    label: Literal["rank", "run"]
+    ranks: list[RankRow]
+    slowest: SlowestRank
+    markers: list[SpreadRow]
+    kernels: list[SpreadRow]
+
+
+class RanksSummary(TypedDict):
+    """What :func:`summarize_traces` returns: the report and its data."""
+
+    markdown: str
+    structured: RanksStructured
 
 
 @dataclass(frozen=True)
@@ -46,7 +115,7 @@ class RankFacts:
     rank: int
     path: str
     cpu_wall_us: float
-    breakdown: dict[str, Any]
+    breakdown: RankBreakdownRow
     markers: dict[str, tuple[int, float]]
     kernels: dict[str, tuple[str, int, float]]
     findings: tuple[str, ...]
@@ -103,7 +172,7 @@ def summarize_traces(
     top: int = 20,
     jobs: int | None = 1,
     progress: bool | None = None,
-) -> dict[str, Any]:
+) -> RanksSummary:
     """Summarize several traces together: ranks side by side, the slowest named.
 
     Args:
@@ -125,7 +194,7 @@ def summarize_traces(
     return {"markdown": render_ranks_markdown(structured), "structured": structured}
 
 
-def combine(facts: Sequence[RankFacts], *, top: int = 20) -> dict[str, Any]:
+def combine(facts: Sequence[RankFacts], *, top: int = 20) -> RanksStructured:
     """The ``structured`` part of a several-trace summary, from each trace's facts."""
     distinct_ranks = len({fact.rank for fact in facts}) == len(facts)
     # Ranks that repeat are runs of one program: their columns are their positions instead.
@@ -140,7 +209,7 @@ def combine(facts: Sequence[RankFacts], *, top: int = 20) -> dict[str, Any]:
     }
 
 
-def _rank_row(label: str, fact: RankFacts) -> dict[str, Any]:
+def _rank_row(label: str, fact: RankFacts) -> RankRow:
     breakdown = fact.breakdown
     return {
         "label": label,
@@ -159,7 +228,8 @@ def _rank_row(label: str, fact: RankFacts) -> dict[str, Any]:
     }
 
 
-def _slowest(labels: list[str], facts: Sequence[RankFacts], has_gpu: bool) -> dict[str, Any]:
+def _slowest(labels: list[str], facts: Sequence[RankFacts], has_gpu: bool) -> SlowestRank:
+    measure: Literal["outside_communication_us", "cpu_wall_us"]
     if has_gpu:
         measure = "outside_communication_us"
         values = [fact.outside_communication_us for fact in facts]
@@ -185,36 +255,36 @@ def _marker_times(fact: RankFacts) -> dict[str, tuple[str, int, float]]:
 
 def _per_rank_rows(
     labels: list[str], per_rank: list[dict[str, tuple[str, int, float]]], top: int
-) -> list[dict[str, Any]]:
+) -> list[SpreadRow]:
     """The ``top`` names by time over all ranks, each with its time on every rank."""
     totals: dict[str, float] = {}
     for times in per_rank:
         for name, (_, _, total) in times.items():
             totals[name] = totals.get(name, 0.0) + total
-    rows = []
+    rows: list[SpreadRow] = []
     for name in sorted(totals, key=lambda name: (-totals[name], name))[:top]:
         found = [times.get(name) for times in per_rank]
         by_rank = [entry[2] if entry is not None else 0.0 for entry in found]
         slowest = max(range(len(by_rank)), key=by_rank.__getitem__)
         median = statistics.median(by_rank)
+        row: SpreadRow = {
+            "name": name,
+            "calls": sum(entry[1] for entry in found if entry is not None),
+            "total_us": totals[name],
+            "by_rank_us": dict(zip(labels, by_rank, strict=True)),
+            "median_us": median,
+            "max_us": by_rank[slowest],
+            "slowest": labels[slowest],
+            "over_median": by_rank[slowest] / median if median > 0 else 0.0,
+        }
         kind = next(entry[0] for entry in found if entry is not None)
-        rows.append(
-            {
-                "name": name,
-                **({"class": kind} if kind != "marker" else {}),
-                "calls": sum(entry[1] for entry in found if entry is not None),
-                "total_us": totals[name],
-                "by_rank_us": dict(zip(labels, by_rank, strict=True)),
-                "median_us": median,
-                "max_us": by_rank[slowest],
-                "slowest": labels[slowest],
-                "over_median": by_rank[slowest] / median if median > 0 else 0.0,
-            }
-        )
+        if kind != "marker":
+            row["class"] = kind
+        rows.append(row)
     return rows
 
 
-def render_ranks_markdown(structured: dict[str, Any]) -> str:
+def render_ranks_markdown(structured: RanksStructured) -> str:
     """Render a several-trace summary's ``structured`` part as a markdown report."""
     ranks = structured["ranks"]
     label = structured["label"]
@@ -232,12 +302,12 @@ def render_ranks_markdown(structured: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _listing(ranks: list[dict[str, Any]]) -> str:
+def _listing(ranks: list[RankRow]) -> str:
     shown = [str(row["label"]) for row in ranks]
     return ", ".join(shown) if len(shown) <= 10 else f"{shown[0]}–{shown[-1]}"
 
 
-def slowest_sentence(slowest: dict[str, Any], label: str) -> str:
+def slowest_sentence(slowest: SlowestRank, label: str) -> str:
     """The report's first line: which rank (or run) is slowest, by how much (markdown)."""
     name = f"{label} {slowest['label']} ({Path(slowest['path']).name})"
     value = format_duration(slowest["value_us"])
@@ -251,7 +321,7 @@ def slowest_sentence(slowest: dict[str, Any], label: str) -> str:
     )
 
 
-def _rank_table(ranks: list[dict[str, Any]], label: str) -> list[str]:
+def _rank_table(ranks: list[RankRow], label: str) -> list[str]:
     lines = [
         f"| {label} | file | GPU span | compute | communication | idle | host-bound idle "
         "| GPU events | CPU wall |",
@@ -269,7 +339,7 @@ def _rank_table(ranks: list[dict[str, Any]], label: str) -> list[str]:
 
 
 def _spread_table(
-    title: str, kind: str, rows: list[dict[str, Any]], ranks: list[dict[str, Any]], label: str
+    title: str, kind: str, rows: list[SpreadRow], ranks: list[RankRow], label: str
 ) -> list[str]:
     if not rows:
         return []

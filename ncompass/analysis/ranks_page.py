@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from html import escape
-from typing import Any
 
+from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.html_page import _COLOURS, _CSS
-from ncompass.analysis.markdown_report import format_duration
 from ncompass.analysis.page_parts import SORTABLE_SCRIPT
-from ncompass.analysis.ranks import slowest_sentence
+from ncompass.analysis.ranks import RankRow, RanksSummary, SpreadRow, slowest_sentence
 
 _LABEL_WIDTH, _PLOT_WIDTH, _ROW = 120, 860, 24
 
 
-def render_ranks_html(summary: dict[str, Any]) -> str:
+def render_ranks_html(summary: RanksSummary) -> str:
     """Render a summary of several traces (as ``summarize_traces`` returns it) as one page.
 
     Args:
@@ -54,7 +53,7 @@ def render_ranks_html(summary: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _ranks_chart(ranks: list[dict[str, Any]], label: str) -> str:
+def _ranks_chart(ranks: list[RankRow], label: str) -> str:
     """One stacked bar per rank, on one scale: the longest span fills the width."""
     longest = max(row["kernel_span_us"] for row in ranks) or 1.0
     rows = []
@@ -98,7 +97,7 @@ def _ranks_chart(ranks: list[dict[str, Any]], label: str) -> str:
     )
 
 
-def _rank_table(ranks: list[dict[str, Any]], label: str) -> str:
+def _rank_table(ranks: list[RankRow], label: str) -> str:
     rows = "".join(
         f'<tr><td title="{escape(row["path"])}">{escape(row["label"])}</td>'
         f"{_duration(row['kernel_span_us'])}{_duration(row['compute_us'])}"
@@ -115,9 +114,7 @@ def _rank_table(ranks: list[dict[str, Any]], label: str) -> str:
     )
 
 
-def _spread_table(
-    entries: list[dict[str, Any]], ranks: list[dict[str, Any]], label: str, kind: str
-) -> str:
+def _spread_table(entries: list[SpreadRow], ranks: list[RankRow], label: str, kind: str) -> str:
     if not entries:
         return f"<p>No {kind}s.</p>"
     labels = [row["label"] for row in ranks]
@@ -142,7 +139,7 @@ def _spread_table(
     )
 
 
-def _findings(ranks: list[dict[str, Any]], label: str) -> str:
+def _findings(ranks: list[RankRow], label: str) -> str:
     items = "".join(
         f"<li>{escape(label)} {escape(row['label'])}<ul>"
         + "".join(f"<li>{escape(title)}</li>" for title in row["findings"])
