@@ -155,9 +155,11 @@ def filter_command(
         if len(traces) > 1:
             from ncompass.errors import NcompassError
 
+            named_like_a_trace = output.endswith((".json", ".gz"))
+            directory = Path(output).parent / "filtered" if named_like_a_trace else output
             raise NcompassError(
-                f"-o {output} is a file, but {len(traces)} traces were given: pass a directory "
-                f"(-o {Path(output).parent / 'filtered'}/) to get one filtered file per trace"
+                f"-o {output} names a file, but {len(traces)} traces were given: pass a directory "
+                f"(-o {directory}/) to get one filtered file per trace"
             )
         written = filter_trace(
             traces[0],

@@ -188,7 +188,7 @@ def test_filter_of_several_traces_to_a_file_is_refused_in_one_line(
     code, _, err = run("filter", *RANKS, "-o", output)
     assert code == 2
     assert err.count("\n") == 1
-    assert f"-o {output} is a file, but 2 traces were given" in err and "directory" in err
+    assert f"-o {output} names a file, but 2 traces were given" in err and "directory" in err
     assert sorted(tmp_path.iterdir()) == ([output] if existing else [])
     if existing:
         assert output.read_bytes() == b"keep"
