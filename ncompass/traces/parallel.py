@@ -15,8 +15,9 @@ import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ncompass.traces._progress import byte_progress
 
@@ -94,18 +95,24 @@ def map_traces(
             max_workers=workers, mp_context=context, initializer=_leave_ctrl_c_to_the_parent
         ) as pool,
     ):
-        futures: list[Future[Result]] = [
-            pool.submit(read, path, position, False) for position, path in enumerate(paths)
-        ]
+        futures: list[Future[Result]] = []
+        for position, (path, size) in enumerate(zip(paths, sizes, strict=True)):
+            future = pool.submit(read, path, position, False)
+            # The bar moves as each file is done, in whatever order they finish.
+            future.add_done_callback(partial(_advance_when_read, advance, size))
+            futures.append(future)
         try:
-            for future, size in zip(futures, sizes, strict=True):
-                result = future.result()
-                advance(size)
-                yield result
+            for future in futures:
+                yield future.result()
         except BaseException:
             # An error, Ctrl-C or a consumer that stopped early: end the files in flight too.
             _stop_workers(pool)
             raise
+
+
+def _advance_when_read(advance: Callable[[int], None], size: int, future: Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        advance(size)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
