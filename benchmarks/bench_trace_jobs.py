@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -55,6 +56,7 @@ def main() -> None:
     times: dict[tuple[str, int], list[float]] = {
         (command, jobs): [] for command in commands for jobs in (1, 2)
     }
+    cpu_times: dict[tuple[str, int], list[float]] = {key: [] for key in times}
     outputs: dict[tuple[str, int], bytes] = {}
     floors: list[float] = []
     loads: list[float] = []
@@ -62,8 +64,9 @@ def main() -> None:
         floors.append(two_process_floor())
         loads.append(os.getloadavg()[0])
         for command, jobs in times:
-            seconds, outputs[command, jobs] = run_command(command, traces, jobs)
+            seconds, cpu, outputs[command, jobs] = run_command(command, traces, jobs)
             times[command, jobs].append(seconds)
+            cpu_times[command, jobs].append(cpu)
         pairs = ", ".join(
             f"{command} {times[command, 1][-1]:.2f} s / {times[command, 2][-1]:.2f} s = "
             f"{times[command, 2][-1] / times[command, 1][-1]:.2f}x"
@@ -78,10 +81,11 @@ def main() -> None:
         if outputs[command, 1] != outputs[command, 2]:
             raise SystemExit(f"{command} --jobs 2 printed other JSON than --jobs 1")
     medians = {key: statistics.median(runs) for key, runs in times.items()}
-    print(f"{'command':<10} {'way':<9} {'median s':>9}  runs")
+    print(f"{'command':<10} {'way':<9} {'median s':>9} {'CPU s':>7}  runs")
     for (command, jobs), median in medians.items():
         runs = " ".join(f"{seconds:.2f}" for seconds in times[command, jobs])
-        print(f"{command:<10} --jobs {jobs:<2} {median:>9.2f}  {runs}")
+        cpu = statistics.median(cpu_times[command, jobs])
+        print(f"{command:<10} --jobs {jobs:<2} {median:>9.2f} {cpu:>7.2f}  {runs}")
     for command in commands:
         ratio = medians[command, 2] / medians[command, 1]
         verdict = "met" if ratio <= GOAL else "MISSED"
@@ -129,8 +133,13 @@ def build_rank(rank: int, size_mb: float) -> Path:
         seed.unlink()
 
 
-def run_command(command: str, traces: list[Path], jobs: int) -> tuple[float, bytes]:
-    """Wall time of ``ncompass COMMAND --json --jobs N`` on the traces, and what it printed."""
+def run_command(command: str, traces: list[Path], jobs: int) -> tuple[float, float, bytes]:
+    """``ncompass COMMAND --json --jobs N`` on the traces: wall time, CPU time, what it printed.
+
+    The CPU time (user and system, its workers included) does not depend on the machine's load:
+    what ``--jobs 2`` costs beyond ``--jobs 1`` is the price of the workers themselves.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "ncompass", command, "--json", "--jobs", str(jobs), *traces],
@@ -138,7 +147,10 @@ def run_command(command: str, traces: list[Path], jobs: int) -> tuple[float, byt
         capture_output=True,
         env={**os.environ, "PYTHONPATH": str(HERE.parent)},
     )
-    return time.perf_counter() - started, done.stdout
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu, done.stdout
 
 
 if __name__ == "__main__":
