@@ -123,13 +123,13 @@ class RankFacts:
     @property
     def gpu_events(self) -> int:
         """GPU events in the trace."""
-        return int(self.breakdown["gpu_events"])
+        return self.breakdown["gpu_events"]
 
     @property
     def outside_communication_us(self) -> float:
         """GPU span minus the communication no computation overlapped (the time not waiting)."""
         exposed = self.breakdown["communication_us"] - self.breakdown["communication_overlapped_us"]
-        return float(self.breakdown["kernel_span_us"] - exposed)
+        return self.breakdown["kernel_span_us"] - exposed
 
 
 def rank_facts(path: str | Path, position: int, progress: bool | None) -> RankFacts:
