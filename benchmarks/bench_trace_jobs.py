@@ -136,7 +136,7 @@ def build_rank(rank: int, size_mb: float) -> Path:
 def run_command(command: str, traces: list[Path], jobs: int) -> tuple[float, float, bytes]:
     """``ncompass COMMAND --json --jobs N`` on the traces: wall time, CPU time, what it printed.
 
-    The CPU time (user and system, its workers included) does not depend on the machine's load:
+    The CPU time (user and system, its workers included) depends much less on the load:
     what ``--jobs 2`` costs beyond ``--jobs 1`` is the price of the workers themselves.
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
