@@ -25,9 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-DATA = HERE / ".data"
-SOURCE = HERE.parent / "tests" / "data" / "traces" / "hta" / "ns_resolution_trace"
+from repeated_trace import DATA, HERE, first_source_trace, repeated_trace
+
 PASSES = ("window", "counters")
 SAMPLES = 2000
 
@@ -65,27 +64,7 @@ def main() -> None:
 
 def build_trace(size_mb: float) -> Path:
     path = DATA / f"passes_{size_mb:g}mb.json.gz"
-    if not path.exists():
-        DATA.mkdir(parents=True, exist_ok=True)
-        source = sorted(SOURCE.glob("*.json.gz"))[0]
-        partial = path.with_suffix(".partial")
-        print(f"building {path.name} (first run only)...")
-        subprocess.run(
-            [
-                sys.executable,
-                str(HERE / "traces" / "make_trace.py"),
-                str(source),
-                str(partial),
-                "--size-mb",
-                str(size_mb),
-                "--level",
-                "1",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        partial.replace(path)
-    return path
+    return repeated_trace(first_source_trace(), path, size_mb)
 
 
 def run_child(name: str, way: str, trace: Path, marker: str) -> tuple[float, float]:

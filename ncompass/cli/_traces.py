@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -16,12 +17,12 @@ _JOBS = click.option(
     default=None,
     metavar="N",
     help="Read N traces at once in worker processes, or one large trace in N parts "
-    "[default: one per core; 1: one by one].",
+    "[default: one per core, for over 32 MB of JSON in all; 1: one by one].",
 )
 
 
 @click.command("summarize")
-@click.argument("trace", type=_TRACE)
+@click.argument("traces", nargs=-1, required=True, type=_TRACE)
 @click.option("--json", "as_json", is_flag=True, help="Print the whole summary as JSON.")
 @click.option(
     "--top",
@@ -40,12 +41,21 @@ _JOBS = click.option(
 )
 @_JOBS
 def summarize_command(
-    trace: Path, as_json: bool, top: int, html_path: Path | None, jobs: int | None
+    traces: tuple[Path, ...], as_json: bool, top: int, html_path: Path | None, jobs: int | None
 ) -> None:
-    """Summarize where the time of TRACE went: markers, kernels, bottlenecks, advice."""
-    from ncompass.analysis.summary import summarize_trace
+    """Summarize where the time of TRACE went: markers, kernels, bottlenecks, advice.
+
+    Several TRACES (the ranks of one job, or repeated runs) give one combined report: the
+    ranks side by side, the slowest one named, and the top markers and kernels per rank.
+    """
     from ncompass.overwrite_guard import refuse_overwriting_inputs
 
+    if len(traces) > 1:
+        _summarize_several(traces, as_json=as_json, top=top, html_path=html_path, jobs=jobs)
+        return
+    from ncompass.analysis.summary import summarize_trace
+
+    trace = traces[0]
     if html_path is not None:
         refuse_overwriting_inputs(html_path, [trace])
     summary = summarize_trace(trace, top=top, jobs=jobs)
@@ -53,6 +63,26 @@ def summarize_command(
         from ncompass.analysis.html_page import render_html
 
         _write_text(html_path, render_html(summary, top=top))
+        click.echo(f"wrote {html_path}", err=True)
+    if as_json:
+        click.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(summary["markdown"], nl=False)
+
+
+def _summarize_several(
+    traces: tuple[Path, ...], *, as_json: bool, top: int, html_path: Path | None, jobs: int | None
+) -> None:
+    from ncompass.analysis.ranks import summarize_traces
+    from ncompass.overwrite_guard import refuse_overwriting_inputs
+
+    if html_path is not None:
+        refuse_overwriting_inputs(html_path, traces)
+    summary = summarize_traces(traces, top=top, jobs=jobs)
+    if html_path is not None:
+        from ncompass.analysis.ranks_page import render_ranks_html
+
+        _write_text(html_path, render_ranks_html(summary))
         click.echo(f"wrote {html_path}", err=True)
     if as_json:
         click.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
@@ -86,15 +116,16 @@ def breakdown_command(
 
 
 @click.command("filter")
-@click.argument("trace", type=_TRACE)
+@click.argument("traces", nargs=-1, required=True, type=_TRACE)
 @click.option(
     "-o",
     "--output",
     "output",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=str),
     metavar="OUT",
-    help="Where to write the filtered trace (.json or .json.gz).",
+    help="Where to write the filtered trace (.json or .json.gz); for several TRACES, a "
+    "directory (OUTDIR/) that gets NAME.filtered.json[.gz] per input.",
 )
 @click.option(
     "--min-duration-us",
@@ -108,20 +139,51 @@ def breakdown_command(
 @click.option(
     "--direct-children", is_flag=True, help="Also keep the CPU events directly inside markers."
 )
+@_JOBS
 def filter_command(
-    trace: Path, output: Path, min_duration_us: float, no_kernels: bool, direct_children: bool
+    traces: tuple[Path, ...],
+    output: str,
+    min_duration_us: float,
+    no_kernels: bool,
+    direct_children: bool,
+    jobs: int | None,
 ) -> None:
-    """Keep the markers of TRACE and what they launched; write OUT."""
-    from ncompass.traces.filter import filter_trace
+    """Keep the markers of each TRACE and what they launched; write OUT (a folder for several)."""
+    from ncompass.traces.filter import filter_trace, filter_traces
 
-    written = filter_trace(
-        trace,
+    if not _names_a_directory(output):
+        if len(traces) > 1:
+            from ncompass.errors import NcompassError
+
+            named_like_a_trace = output.endswith((".json", ".gz"))
+            directory = Path(output).parent / "filtered" if named_like_a_trace else output
+            raise NcompassError(
+                f"-o {output} names a file, but {len(traces)} traces were given: pass a directory "
+                f"(-o {directory}/) to get one filtered file per trace"
+            )
+        written = filter_trace(
+            traces[0],
+            output,
+            include_cuda_kernels=not no_kernels,
+            include_direct_children=direct_children,
+            min_duration_us=min_duration_us,
+        )
+        click.echo(f"wrote {written}", err=True)
+        return
+    for written in filter_traces(
+        traces,
         output,
         include_cuda_kernels=not no_kernels,
         include_direct_children=direct_children,
         min_duration_us=min_duration_us,
-    )
-    click.echo(f"wrote {written}", err=True)
+        jobs=jobs,
+    ):
+        click.echo(f"wrote {written}", err=True)
+
+
+def _names_a_directory(output: str) -> bool:
+    """``-o`` names a directory: an existing one, or a path ending in a separator."""
+    return output.endswith(("/", os.sep)) or Path(output).is_dir()
 
 
 @click.command("merge")

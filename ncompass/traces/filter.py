@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from array import array
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
+from ncompass.errors import TraceError
 from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.traces.events import (
     FLOW_PHASES,
@@ -22,6 +24,7 @@ from ncompass.traces.events import (
     microseconds,
 )
 from ncompass.traces.link import NO_LINK, LinkedTrace, encloses, link_trace
+from ncompass.traces.parallel import map_traces
 from ncompass.traces.reader import TraceReader
 from ncompass.traces.writer import TraceWriter
 
@@ -74,6 +77,85 @@ def filter_trace(
         ):
             writer.write_many(batch)
     return target
+
+
+def filter_traces(
+    paths: Sequence[str | Path],
+    output_dir: str | Path,
+    *,
+    include_cuda_kernels: bool = True,
+    include_direct_children: bool = False,
+    min_duration_us: float = 0.0,
+    jobs: int | None = 1,
+    progress: bool | None = None,
+) -> list[Path]:
+    """Filter several traces into one directory, as :func:`filter_trace` filters one.
+
+    Each input ``NAME.json[.gz]`` becomes ``output_dir/NAME.filtered.json[.gz]``. Every output
+    is checked against every input before anything is read, so no input is ever written over.
+
+    Args:
+        paths: The traces to filter.
+        output_dir: The directory to write into (created if missing).
+        include_cuda_kernels, include_direct_children, min_duration_us: As for
+            :func:`filter_trace`.
+        jobs: Files filtered at once in worker processes; None for one per core, 1 for one by
+            one in this process. The files written are the same either way.
+        progress: Progress bar on stderr (None: only on a terminal, for large inputs).
+
+    Returns:
+        The paths written, in the order of ``paths``.
+
+    Raises:
+        TraceError: An input is missing or corrupt, two inputs would be written to one file,
+            or the directory cannot be created.
+        OutputIsInputError: An output would be one of the inputs.
+    """
+    directory = Path(output_dir)
+    targets = [directory / _default_output(Path(path)).name for path in paths]
+    written_by: dict[Path, str | Path] = {}
+    for path, target in zip(paths, targets, strict=True):
+        if target in written_by:
+            raise TraceError(
+                f"{written_by[target]} and {path} would both be written to {target}: "
+                "filter traces of the same name into different directories"
+            )
+        written_by[target] = path
+        refuse_overwriting_inputs(target, paths)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TraceError(f"{directory}: cannot create the directory ({error.strerror})") from None
+    filter_one = partial(
+        _filter_into,
+        output_dir=directory,
+        include_cuda_kernels=include_cuda_kernels,
+        include_direct_children=include_direct_children,
+        min_duration_us=min_duration_us,
+    )
+    return list(map_traces(filter_one, paths, jobs=jobs, progress=progress))
+
+
+def _filter_into(
+    path: str | Path,
+    position: int,
+    progress: bool | None,
+    *,
+    output_dir: Path,
+    include_cuda_kernels: bool,
+    include_direct_children: bool,
+    min_duration_us: float,
+) -> Path:
+    """Filter one trace into ``output_dir`` (runs in a worker process when ``jobs`` > 1)."""
+    del position
+    return filter_trace(
+        path,
+        output_dir / _default_output(Path(path)).name,
+        include_cuda_kernels=include_cuda_kernels,
+        include_direct_children=include_direct_children,
+        min_duration_us=min_duration_us,
+        progress=progress,
+    )
 
 
 def _default_output(source: Path) -> Path:

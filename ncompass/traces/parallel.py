@@ -16,12 +16,18 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ncompass.traces._progress import byte_progress
 
 Result = TypeVar("Result")
+
+# Starting workers (spawn, imports) costs about 0.3-0.5 s of wall time: inputs of less JSON
+# than this in all read about as fast in this process, unless jobs are asked for explicitly.
+MIN_JSON_BYTES_FOR_WORKERS = 32 << 20
+_GZIP_EXPANSION = 10  # gzip'd traces expand 10-20x; the low end
 
 
 def default_jobs() -> int:
@@ -32,9 +38,21 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def worker_count(jobs: int | None, files: int) -> int:
-    """How many processes :func:`map_traces` uses for ``files`` files (1: this process only)."""
-    return max(1, min(jobs if jobs is not None else default_jobs(), files))
+def worker_count(jobs: int | None, files: int | Sequence[str | Path]) -> int:
+    """How many processes :func:`map_traces` uses for some files (1: this process only).
+
+    Args:
+        jobs: As asked for; None for one per core.
+        files: How many files, or the files themselves: then, with ``jobs`` None, inputs too
+            small to repay starting workers are read in this process.
+    """
+    if isinstance(files, int):
+        count = files
+    else:
+        count = len(files)
+        if jobs is None and count > 1 and _too_small_for_workers(files):
+            return 1
+    return max(1, min(jobs if jobs is not None else default_jobs(), count))
 
 
 def map_traces(
@@ -50,8 +68,9 @@ def map_traces(
         read: A module-level function (workers import it by name) of a file, its position on
             the command line and whether it may show a progress bar of its own.
         paths: The trace files, passed to ``read`` as given.
-        jobs: Worker processes; None for one per core, 1 to read in this process, one by one
-            (each file then shows its own bar, as a single read does).
+        jobs: Worker processes; None for one per core (but none for inputs that read in well
+            under a second in all), 1 to read in this process, one by one (each file then
+            shows its own bar, as a single read does).
         progress: A bar on stderr (None: only on a terminal, for large inputs). With workers,
             one bar over all the files' bytes; workers never show bars of their own.
 
@@ -62,7 +81,7 @@ def map_traces(
         Whatever ``read`` raised for the first file (in order) that failed; the files after it
         are not waited for.
     """
-    workers = worker_count(jobs, len(paths))
+    workers = worker_count(jobs, paths)
     if workers <= 1:
         for position, path in enumerate(paths):
             yield read(path, position, progress)
@@ -70,25 +89,19 @@ def map_traces(
     sizes = [_size(Path(path)) for path in paths]
     compressed = any(str(path).endswith(".gz") for path in paths)
     label = f"reading {len(paths)} traces on {workers} cores"
-    context = multiprocessing.get_context("spawn")
     with (
         byte_progress(label, sum(sizes), progress, compressed=compressed) as advance,
-        ProcessPoolExecutor(
-            max_workers=workers, mp_context=context, initializer=_leave_ctrl_c_to_the_parent
-        ) as pool,
+        worker_pool(workers) as pool,
     ):
-        futures: list[Future[Result]] = [
-            pool.submit(read, path, position, False) for position, path in enumerate(paths)
-        ]
-        try:
-            for future, size in zip(futures, sizes, strict=True):
-                result = future.result()
-                advance(size)
-                yield result
-        except BaseException:
-            # An error, Ctrl-C or a consumer that stopped early: end the files in flight too.
-            _stop_workers(pool)
-            raise
+        futures: list[Future[Result]] = []
+        for position, (path, size) in enumerate(zip(paths, sizes, strict=True)):
+            future = pool.submit(read, path, position, False)
+            # The bar moves as each file is done, in whatever order they finish.
+            future.add_done_callback(partial(_advance_when_read, advance, size))
+            futures.append(future)
+        # An error, Ctrl-C or a consumer that stopped early ends the files in flight too.
+        for future in futures:
+            yield future.result()
 
 
 @contextmanager
@@ -104,6 +117,11 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
         except BaseException:
             _stop_workers(pool)
             raise
+
+
+def _advance_when_read(advance: Callable[[int], None], size: int, future: Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        advance(size)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -127,6 +145,13 @@ def _leave_ctrl_c_to_the_parent() -> None:
     # Ctrl-C reaches the whole process group: only the parent should stop (and say so once),
     # not every worker with a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _too_small_for_workers(paths: Sequence[str | Path]) -> bool:
+    json_bytes = sum(
+        _size(Path(path)) * (_GZIP_EXPANSION if str(path).endswith(".gz") else 1) for path in paths
+    )
+    return json_bytes < MIN_JSON_BYTES_FOR_WORKERS
 
 
 def _size(path: Path) -> int:

@@ -1,0 +1,158 @@
+"""Render a several-trace summary as one self-contained HTML page: the ranks side by side."""
+
+from __future__ import annotations
+
+from html import escape
+
+from ncompass._format import format_duration
+from ncompass.analysis.comparison.kernel_names import distinct_short_names
+from ncompass.analysis.html_page import _COLOURS, _CSS
+from ncompass.analysis.page_parts import SORTABLE_SCRIPT
+from ncompass.analysis.ranks import RankRow, RanksSummary, SpreadRow, slowest_sentence
+
+_LABEL_WIDTH, _PLOT_WIDTH, _ROW = 120, 860, 24
+
+
+def render_ranks_html(summary: RanksSummary) -> str:
+    """Render a summary of several traces (as ``summarize_traces`` returns it) as one page.
+
+    Args:
+        summary: ``{"markdown": ..., "structured": ...}`` of several traces.
+
+    Returns:
+        The page; it references nothing outside itself.
+    """
+    structured = summary["structured"]
+    ranks = structured["ranks"]
+    label = structured["label"]
+    title = f"Summary of {len(ranks)} traces"
+    has_gpu = any(row["gpu_events"] for row in ranks)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+        f"<p>{escape(slowest_sentence(structured['slowest'], label).replace('**', ''))}</p>",
+        *([f"<h2>GPU time per {label}</h2>", _ranks_chart(ranks, label)] if has_gpu else []),
+        f"<h2>{label.capitalize()}s</h2>",
+        _rank_table(ranks, label),
+        "<h2>Markers (CPU time)</h2>",
+        _spread_table(structured["markers"], ranks, label, "marker"),
+        *(
+            [
+                "<h2>GPU kernels (GPU time)</h2>",
+                _spread_table(structured["kernels"], ranks, label, "kernel"),
+            ]
+            if has_gpu
+            else []
+        ),
+        f"<h2>Findings per {label}</h2>",
+        _findings(ranks, label),
+        f"<script>{SORTABLE_SCRIPT}</script></body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _ranks_chart(ranks: list[RankRow], label: str) -> str:
+    """One stacked bar per rank, on one scale: the longest span fills the width."""
+    longest = max(row["kernel_span_us"] for row in ranks) or 1.0
+    rows = []
+    for position, row in enumerate(ranks):
+        y = position * _ROW
+        host_bound = row["host_bound_idle_us"]
+        segments = [
+            ("Computation", row["compute_us"], _COLOURS["computation"]),
+            ("Communication / memory", row["non_compute_us"], _COLOURS["non_compute"]),
+            ("Idle, waiting for host", host_bound, _COLOURS["idle_host"]),
+            ("Idle, other", max(0.0, row["idle_us"] - host_bound), _COLOURS["idle_other"]),
+        ]
+        rows.append(
+            f'<text x="{_LABEL_WIDTH - 8}" y="{y + 16}" text-anchor="end">'
+            f"{escape(label)} {escape(row['label'])}</text>"
+        )
+        x = float(_LABEL_WIDTH)
+        for name, value, colour in segments:
+            width = _PLOT_WIDTH * value / longest
+            if width > 0:
+                rows.append(
+                    f'<rect x="{x:.2f}" y="{y + 2}" width="{width:.2f}" height="{_ROW - 6}" '
+                    f'fill="{colour}"><title>{escape(name)}: {format_duration(value)}</title>'
+                    "</rect>"
+                )
+            x += width
+    legend = "".join(
+        f'<span><i class="swatch" style="background:{_COLOURS[key]}"></i>{escape(name)}</span>'
+        for key, name in (
+            ("computation", "Computation"),
+            ("non_compute", "Communication / memory"),
+            ("idle_host", "Idle, waiting for host"),
+            ("idle_other", "Idle, other"),
+        )
+    )
+    height = _ROW * len(ranks)
+    return (
+        f'<svg role="img" aria-label="GPU time per {escape(label)}" '
+        f'viewBox="0 0 1000 {height}" width="100%">{"".join(rows)}</svg>'
+        f'<p class="legend">{legend}</p>'
+    )
+
+
+def _rank_table(ranks: list[RankRow], label: str) -> str:
+    rows = "".join(
+        f'<tr><td title="{escape(row["path"])}">{escape(row["label"])}</td>'
+        f"{_duration(row['kernel_span_us'])}{_duration(row['compute_us'])}"
+        f"{_duration(row['communication_us'])}{_duration(row['idle_us'])}"
+        f"{_duration(row['host_bound_idle_us'])}{_count(row['gpu_events'])}"
+        f"{_duration(row['cpu_wall_us'])}</tr>"
+        for row in ranks
+    )
+    return (
+        f'<table class="sortable"><thead><tr><th>{escape(label)}</th><th>GPU span</th>'
+        "<th>compute</th><th>communication</th><th>idle</th><th>host-bound idle</th>"
+        "<th>GPU events</th><th>CPU wall</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _spread_table(entries: list[SpreadRow], ranks: list[RankRow], label: str, kind: str) -> str:
+    if not entries:
+        return f"<p>No {kind}s.</p>"
+    labels = [row["label"] for row in ranks]
+    names = (
+        distinct_short_names([entry["name"] for entry in entries])
+        if kind == "kernel"
+        else {entry["name"]: entry["name"] for entry in entries}
+    )
+    head = "".join(f"<th>{escape(label)} {escape(name)}</th>" for name in labels)
+    rows = "".join(
+        f'<tr><td title="{escape(entry["name"])}">{escape(names[entry["name"]])}</td>'
+        f"{_count(entry['calls'])}"
+        + "".join(_duration(entry["by_rank_us"][name]) for name in labels)
+        + f"<td>{escape(entry['slowest'])}</td>"
+        f'<td data-sort="{entry["over_median"]!r}">{entry["over_median"]:.2f}×</td></tr>'
+        for entry in entries
+    )
+    return (
+        f'<table class="sortable"><thead><tr><th>{kind}</th><th>calls</th>{head}'
+        f"<th>slowest {escape(label)}</th><th>max / median</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _findings(ranks: list[RankRow], label: str) -> str:
+    items = "".join(
+        f"<li>{escape(label)} {escape(row['label'])}<ul>"
+        + "".join(f"<li>{escape(title)}</li>" for title in row["findings"])
+        + "</ul></li>"
+        for row in ranks
+        if row["findings"]
+    )
+    return f"<ul>{items}</ul>" if items else "<p>No rule fired on any trace.</p>"
+
+
+def _count(value: int) -> str:
+    return f'<td data-sort="{value}">{value}</td>'
+
+
+def _duration(value: float) -> str:
+    return f'<td data-sort="{value!r}">{format_duration(value)}</td>'
