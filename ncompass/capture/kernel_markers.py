@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ncompass.capture.compiled_kernels import CompiledKernel
+from ncompass.runtime.names import template_pieces
 from ncompass.traces.annotate import KERNEL_MARKERS_ARG, annotate_trace
 from ncompass.traces.events import Event
 
@@ -61,28 +62,9 @@ def _pattern(template: str) -> str:
 
     A compiled kernel comes from the marker's lines, not from one call of it, so which value a
     field had (``block[{self.index}]``: which block) is not known: the kernel belongs to
-    ``block[*]``, all of them. Doubled braces are literal ones.
+    ``block[*]``, all of them.
     """
-    shown: list[str] = []
-    depth = 0
-    position = 0
-    while position < len(template):
-        pair = template[position : position + 2]
-        if depth == 0 and pair in ("{{", "}}"):
-            shown.append(pair[0])
-            position += 2
-            continue
-        character = template[position]
-        if character == "{":
-            if depth == 0:
-                shown.append("*")
-            depth += 1
-        elif character == "}" and depth:
-            depth -= 1
-        elif depth == 0:
-            shown.append(character)
-        position += 1
-    return "".join(shown)
+    return "".join("*" if is_field else text for text, is_field in template_pieces(template))
 
 
 def kernel_markers(kernel: CompiledKernel, spans: Sequence[MarkerSpan]) -> list[str]:

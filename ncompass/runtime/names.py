@@ -29,4 +29,41 @@ def _ascii(character: str) -> str:
     return decomposed or f"U+{ord(character):04X}"
 
 
-__all__ = ["trace_safe_name"]
+def template_pieces(template: str) -> list[tuple[str, bool]]:
+    """A marker name template cut into ``(text, is_field)`` pieces, in order.
+
+    A field is an ``{expression}`` (braces inside it nest); its text is the expression with
+    its braces. Doubled braces outside fields are literal ones and come back single.
+    """
+    pieces: list[tuple[str, bool]] = []
+    literal: list[str] = []
+    field_start = depth = position = 0
+    while position < len(template):
+        pair = template[position : position + 2]
+        character = template[position]
+        if depth == 0 and pair in ("{{", "}}"):
+            literal.append(character)
+            position += 2
+            continue
+        if character == "{":
+            if depth == 0:
+                if literal:
+                    pieces.append(("".join(literal), False))
+                    literal = []
+                field_start = position
+            depth += 1
+        elif character == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                pieces.append((template[field_start : position + 1], True))
+        elif depth == 0:
+            literal.append(character)
+        position += 1
+    if depth:  # an unclosed brace is text
+        literal.append(template[field_start:])
+    if literal:
+        pieces.append(("".join(literal), False))
+    return pieces
+
+
+__all__ = ["template_pieces", "trace_safe_name"]

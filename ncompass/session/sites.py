@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ncompass.importer import FULL_TRACE_MARKER
-from ncompass.runtime.names import trace_safe_name
+from ncompass.runtime.names import template_pieces, trace_safe_name
 from ncompass.session.history import IterationRecord
 
 
@@ -36,12 +36,9 @@ def name_pattern(site: Mapping[str, Any]) -> re.Pattern[str]:
     name = trace_safe_name(str(site.get("name", "")))
     if not site.get("dynamic"):
         return re.compile(re.escape(name))
-    parts = re.split(r"(\{[^{}]*\})", name.replace("{{", "\0").replace("}}", "\1"))
-    regex = "".join(
-        ".*?" if p.startswith("{") else re.escape(p.replace("\0", "{").replace("\1", "}"))
-        for p in parts
+    return re.compile(
+        "".join(".*?" if is_field else re.escape(text) for text, is_field in template_pieces(name))
     )
-    return re.compile(regex)
 
 
 __all__ = ["FULL_TRACE_MARKER", "hot_sites", "name_pattern"]
