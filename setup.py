@@ -11,6 +11,7 @@ setup(
         Extension(
             "ncompass.traces._fold",
             ["ncompass/traces/_fold.c"],
+            depends=["ncompass/traces/_event_text.h", "ncompass/traces/_json_text.h"],
             extra_compile_args=["-O2", "-Wall"],
             optional=True,
         )
