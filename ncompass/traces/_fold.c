@@ -88,6 +88,9 @@ typedef struct {
     char *key;
     Py_ssize_t length;
     PyObject *value;
+    long name_index;         /* its index in trace.names once looked up, else -1 */
+    long long slot_epoch;    /* its operator slot is slot_index while the Folder's */
+    Py_ssize_t slot_index;   /* operator_epoch equals slot_epoch */
 } Token;
 
 typedef struct {
@@ -98,6 +101,7 @@ typedef struct {
 
 /* A phase counted by events of text, and how many since the last flush. */
 #define PHASE_SLOTS 8
+#define THREAD_CACHE 8 /* (pid, tid) tokens -> thread index, most recent first */
 typedef struct {
     PyObject *phase;
     long long pending;
@@ -135,6 +139,10 @@ typedef struct {
     double origin, last_timestamp, cpu_start, cpu_end;
     int has_origin;
     int origin_set_here; /* the origin was set by an event folded here: flush writes it */
+    long long operator_epoch; /* counts flushes of the operator slots (tokens cache them) */
+    PyObject *thread_pids[THREAD_CACHE], *thread_tids[THREAD_CACHE]; /* borrowed tokens */
+    long thread_indices[THREAD_CACHE];
+    int thread_next;
     long long x_count;
     TokenTable tokens;                  /* tokens of event text -> their Python values */
     PhaseCount phase_counts[PHASE_SLOTS]; /* counted phases of event text, until a flush */
@@ -215,6 +223,7 @@ static int flush_operators(Folder *self) {
         Py_CLEAR(slot->totals);
     }
     self->slot_count = 0;
+    self->operator_epoch++;
     PyDict_Clear(self->window);
     return 0;
 }
@@ -459,6 +468,8 @@ typedef struct {
     int duration_is_int;          /* length when it becomes an operator's new maximum */
     int has_correlation;
     long long correlation, size;
+    Token *token; /* the name's token of event text (caches its name index, slot), or NULL */
+    long thread;  /* the (pid, tid) thread when already known, else -1 */
 } Complete;
 
 /* A new maximum keeps the duration as the trace wrote it: an int or a float. */
@@ -466,6 +477,14 @@ static PyObject *duration_object(const Complete *event) {
     if (event->duration != NULL) return Py_NewRef(event->duration);
     if (event->duration_is_int) return PyLong_FromLongLong((long long)event->length);
     return PyFloat_FromDouble(event->length);
+}
+
+/* name_id() of the event's name, remembered by its token when it has one. */
+static long cached_name_id(Folder *self, const Complete *event) {
+    if (event->token != NULL && event->token->name_index >= 0) return event->token->name_index;
+    long index = name_id(self, event->name);
+    if (event->token != NULL) event->token->name_index = index;
+    return index;
 }
 
 /* Fold one complete event (everything _Collector._complete does for its kind); 1, or -1. */
@@ -489,9 +508,9 @@ static int fold_complete(Folder *self, const Complete *event) {
     if (end > self->last_timestamp) self->last_timestamp = end;
     if (kind == KIND_GPU_SIDE) return 1;
     if (kind == KIND_GPU) {
-        long stream = thread_of(self, event->pid, event->tid);
+        long stream = event->thread >= 0 ? event->thread : thread_of(self, event->pid, event->tid);
         if (stream < 0) return -1;
-        long name_index = name_id(self, event->name);
+        long name_index = cached_name_id(self, event);
         if (name_index < 0) return -1;
         int kernel_class = kernel_class_of(self, name_index, event->name);
         if (kernel_class < 0) return -1;
@@ -510,8 +529,17 @@ static int fold_complete(Folder *self, const Complete *event) {
     if (start < self->cpu_start) self->cpu_start = start;
     if (end > self->cpu_end) self->cpu_end = end;
     if (kind == KIND_CPU_OP) {
-        OperatorSlot *slot = operator_slot(self, event->name);
-        if (slot == NULL) return -1;
+        OperatorSlot *slot;
+        Token *token = event->token;
+        if (token != NULL && token->slot_epoch == self->operator_epoch) {
+            slot = &self->slots[token->slot_index];
+        } else {
+            if ((slot = operator_slot(self, event->name)) == NULL) return -1;
+            if (token != NULL) {
+                token->slot_epoch = self->operator_epoch;
+                token->slot_index = slot - self->slots;
+            }
+        }
         slot->calls++;
         slot->total_us += length;
         if (length > slot->max_us) {
@@ -523,9 +551,9 @@ static int fold_complete(Folder *self, const Complete *event) {
         return buffer_put(&slot->durations, &length, sizeof(double)) < 0 ? -1 : 1;
     }
     if (!has_correlation) return 1; /* a runtime call without a correlation id */
-    long name_index = name_id(self, event->name);
+    long name_index = cached_name_id(self, event);
     if (name_index < 0) return -1;
-    long thread = thread_of(self, event->pid, event->tid);
+    long thread = event->thread >= 0 ? event->thread : thread_of(self, event->pid, event->tid);
     if (thread < 0) return -1;
     Buffer *launches = self->launches;
     if (buffer_put(&launches[L_NAME], &name_index, sizeof(long)) < 0 ||
@@ -574,7 +602,7 @@ static int fold_event(Folder *self, PyObject *event) {
     }
     Complete complete = {kind, name, field(event, at[F_PID]), field(event, at[F_TID]),
                          timestamp, length, field(event, at[F_DUR]), 0, has_correlation,
-                         correlation, size};
+                         correlation, size, NULL, -1};
     return fold_complete(self, &complete);
 }
 
@@ -593,9 +621,10 @@ static inline uint64_t token_hash(const char *key, Py_ssize_t length) {
     return hash ^ (hash >> 29);
 }
 
-/* The Python value of a token of event text: a string (its quotes included in the token, no
- * escapes) or an int64; made on first sight. A borrowed reference, or NULL with an error. */
-static PyObject *token_value(Folder *self, const char *key, Py_ssize_t length) {
+/* The token of event text ``key``: a string (its quotes included in the token, no escapes) or
+ * an int64, with its Python value made on first sight. NULL with an error. The pointer holds
+ * until the next new token (the table may grow). */
+static Token *token_of(Folder *self, const char *key, Py_ssize_t length) {
     TokenTable *table = &self->tokens;
     uint64_t hash = token_hash(key, length);
     if (table->capacity) {
@@ -604,13 +633,16 @@ static PyObject *token_value(Folder *self, const char *key, Py_ssize_t length) {
             if (token->key == NULL) break;
             if (token->hash == hash && token->length == length &&
                 memcmp(token->key, key, (size_t)length) == 0)
-                return token->value;
+                return token;
         }
     }
     if (2 * (table->count + 1) > table->capacity) { /* grow, keeping it at most half full */
         size_t capacity = table->capacity ? 2 * table->capacity : 256;
         Token *slots = PyMem_Calloc(capacity, sizeof(Token));
-        if (slots == NULL) return PyErr_NoMemory();
+        if (slots == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
         for (size_t old = 0; old < table->capacity; old++) {
             Token *token = &table->slots[old];
             if (token->key == NULL) continue;
@@ -640,14 +672,15 @@ static PyObject *token_value(Folder *self, const char *key, Py_ssize_t length) {
     char *copy = PyMem_Malloc((size_t)length + 1);
     if (copy == NULL) {
         Py_DECREF(value);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        return NULL;
     }
     memcpy(copy, key, (size_t)length);
     size_t slot = hash & (table->capacity - 1);
     while (table->slots[slot].key != NULL) slot = (slot + 1) & (table->capacity - 1);
-    table->slots[slot] = (Token){hash, copy, length, value};
+    table->slots[slot] = (Token){hash, copy, length, value, -1, -1, 0};
     table->count++;
-    return value;
+    return &table->slots[slot];
 }
 
 static void clear_tokens(TokenTable *table) {
@@ -663,7 +696,24 @@ static void clear_tokens(TokenTable *table) {
 /* The value of a span of the text: None when absent. Borrowed, or NULL with an error. */
 static PyObject *span_value(Folder *self, const char *base, Span span) {
     if (span.length == 0) return Py_None;
-    return token_value(self, base + span.start, span.length);
+    Token *token = token_of(self, base + span.start, span.length);
+    return token == NULL ? NULL : token->value;
+}
+
+/* thread_of() for tokens of event text: equal tokens are one object, so a few recent pairs
+ * are remembered by identity (GPU events and launches take turns on two threads). */
+static long thread_pair(Folder *self, PyObject *pid, PyObject *tid) {
+    for (int index = 0; index < THREAD_CACHE; index++)
+        if (self->thread_pids[index] == pid && self->thread_tids[index] == tid && pid != NULL)
+            return self->thread_indices[index];
+    long thread = thread_of(self, pid, tid);
+    if (thread < 0) return -1;
+    int slot = self->thread_next;
+    self->thread_next = (slot + 1) % THREAD_CACHE;
+    self->thread_pids[slot] = pid; /* tokens (or None): they live as long as the Folder */
+    self->thread_tids[slot] = tid;
+    self->thread_indices[slot] = thread;
+    return thread;
 }
 
 /* Count one event of a phase that is only counted. */
@@ -696,7 +746,7 @@ static int fold_record(Folder *self, const char *base, const Record *record) {
     }
     int kind = record->kind;
     Complete event = {kind, NULL, NULL, NULL, record->timestamp, record->duration, NULL,
-                      record->dur_is_int, 0, NO_LINK, 0};
+                      record->dur_is_int, 0, NO_LINK, 0, NULL, -1};
     if (!self->has_origin) { /* the first complete event sets it (_Collector._relative) */
         self->origin = record->timestamp;
         self->has_origin = 1;
@@ -714,12 +764,18 @@ static int fold_record(Folder *self, const char *base, const Record *record) {
         }
     }
     int needs_thread = kind == KIND_GPU || (kind == KIND_RUNTIME && event.has_correlation);
-    if (kind != KIND_GPU_SIDE && (needs_thread || kind == KIND_CPU_OP) &&
-        (event.name = span_value(self, base, record->name)) == NULL)
-        return -1;
-    if (needs_thread && ((event.pid = span_value(self, base, record->pid)) == NULL ||
-                         (event.tid = span_value(self, base, record->tid)) == NULL))
-        return -1;
+    if (needs_thread) {
+        if ((event.pid = span_value(self, base, record->pid)) == NULL ||
+            (event.tid = span_value(self, base, record->tid)) == NULL ||
+            (event.thread = thread_pair(self, event.pid, event.tid)) < 0)
+            return -1;
+    }
+    if (kind != KIND_GPU_SIDE && (needs_thread || kind == KIND_CPU_OP)) {
+        /* last: a new token may move the others, and the fold keeps this one's pointer */
+        if ((event.token = token_of(self, base + record->name.start, record->name.length)) == NULL)
+            return -1;
+        event.name = event.token->value;
+    }
     return fold_complete(self, &event);
 }
 
