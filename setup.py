@@ -12,7 +12,7 @@ setup(
             "ncompass.traces._fold",
             ["ncompass/traces/_fold.c"],
             depends=["ncompass/traces/_event_text.h", "ncompass/traces/_json_text.h"],
-            extra_compile_args=["-O2", "-Wall"],
+            extra_compile_args=["-O3", "-Wall"],
             optional=True,
         )
     ]
