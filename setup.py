@@ -11,7 +11,8 @@ setup(
         Extension(
             "ncompass.traces._fold",
             ["ncompass/traces/_fold.c"],
-            extra_compile_args=["-O2", "-Wall"],
+            depends=["ncompass/traces/_event_text.h", "ncompass/traces/_json_text.h"],
+            extra_compile_args=["-O3", "-Wall"],
             optional=True,
         )
     ]

@@ -13,6 +13,7 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -68,6 +69,8 @@ static int buffer_flush(Buffer *buffer, PyObject *column) {
     return 0;
 }
 
+#include "_event_text.h"
+
 /* One cpu_op name's OperatorTotals, its fields held here until the next flush. */
 typedef struct {
     PyObject *totals;
@@ -77,6 +80,32 @@ typedef struct {
     PyObject *new_max; /* the duration (int or float, as the trace wrote it) that is the new max */
     Buffer durations;
 } OperatorSlot;
+
+/* Tokens of event text (a name with its quotes, a pid) -> the Python value they stand for,
+ * made once per distinct token: an open-addressing table of owned keys. */
+typedef struct {
+    uint64_t hash;
+    char *key;
+    Py_ssize_t length;
+    PyObject *value;
+    long name_index;         /* its index in trace.names once looked up, else -1 */
+    long long slot_epoch;    /* its operator slot is slot_index while the Folder's */
+    Py_ssize_t slot_index;   /* operator_epoch equals slot_epoch */
+} Token;
+
+typedef struct {
+    Token *slots;
+    size_t capacity; /* a power of two, or 0 */
+    size_t count;
+} TokenTable;
+
+/* A phase counted by events of text, and how many since the last flush. */
+#define PHASE_SLOTS 8
+#define THREAD_CACHE 8 /* (pid, tid) tokens -> thread index, most recent first */
+typedef struct {
+    PyObject *phase;
+    long long pending;
+} PhaseCount;
 
 typedef struct {
     PyObject_HEAD
@@ -109,10 +138,18 @@ typedef struct {
     long last_thread;
     double origin, last_timestamp, cpu_start, cpu_end;
     int has_origin;
+    int origin_set_here; /* the origin was set by an event folded here: flush writes it */
+    long long operator_epoch; /* counts flushes of the operator slots (tokens cache them) */
+    PyObject *thread_pids[THREAD_CACHE], *thread_tids[THREAD_CACHE]; /* borrowed tokens */
+    long thread_indices[THREAD_CACHE];
+    int thread_next;
     long long x_count;
+    TokenTable tokens;                  /* tokens of event text -> their Python values */
+    PhaseCount phase_counts[PHASE_SLOTS]; /* counted phases of event text, until a flush */
+    int phase_slots;
 } Folder;
 
-static PyObject *str_X, *str_origin, *str_last_timestamp, *str_cpu_start, *str_cpu_end;
+static PyObject *str_X, *str_origin, *str_origin_us, *str_last_timestamp, *str_cpu_start, *str_cpu_end;
 static PyObject *str_calls, *str_total_us, *str_max_us, *str_durations;
 
 /* The byte offset of a msgspec Struct field (a member descriptor), or -1. */
@@ -186,7 +223,30 @@ static int flush_operators(Folder *self) {
         Py_CLEAR(slot->totals);
     }
     self->slot_count = 0;
+    self->operator_epoch++;
     PyDict_Clear(self->window);
+    return 0;
+}
+
+/* Add ``amount`` to counts[phase] (a new phase goes in at the end, as the Python fold adds it). */
+static int add_count(PyObject *counts, PyObject *phase, long long amount) {
+    PyObject *count = PyDict_GetItemWithError(counts, phase); /* borrowed */
+    if (count == NULL && PyErr_Occurred()) return -1;
+    long long before = count == NULL ? 0 : PyLong_AsLongLong(count);
+    if (before == -1 && PyErr_Occurred()) return -1;
+    PyObject *total = PyLong_FromLongLong(before + amount);
+    if (total == NULL) return -1;
+    int failed = PyDict_SetItem(counts, phase, total);
+    Py_DECREF(total);
+    return failed;
+}
+
+static int flush_phase_counts(Folder *self) {
+    for (int index = 0; index < self->phase_slots; index++) {
+        PhaseCount *slot = &self->phase_counts[index];
+        if (slot->pending && add_count(self->counts, slot->phase, slot->pending) < 0) return -1;
+        slot->pending = 0;
+    }
     return 0;
 }
 
@@ -198,16 +258,15 @@ static int flush(Folder *self) {
         if (buffer_flush(&self->gpu[column], self->gpu_columns[column]) < 0) return -1;
     if (flush_operators(self) < 0) return -1;
     if (self->x_count) {
-        PyObject *count = PyDict_GetItemWithError(self->counts, str_X); /* borrowed */
-        if (count == NULL && PyErr_Occurred()) return -1;
-        long long before = count == NULL ? 0 : PyLong_AsLongLong(count);
-        if (before == -1 && PyErr_Occurred()) return -1;
-        PyObject *total = PyLong_FromLongLong(before + self->x_count);
-        if (total == NULL) return -1;
-        int failed = PyDict_SetItem(self->counts, str_X, total);
-        Py_DECREF(total);
-        if (failed) return -1;
+        if (add_count(self->counts, str_X, self->x_count) < 0) return -1;
         self->x_count = 0;
+    }
+    if (flush_phase_counts(self) < 0) return -1;
+    if (self->origin_set_here) {
+        if (write_double(self->collector, str_origin, self->origin) < 0 ||
+            write_double(self->trace, str_origin_us, self->origin) < 0)
+            return -1;
+        self->origin_set_here = 0;
     }
     if (write_double(self->collector, str_last_timestamp, self->last_timestamp) < 0) return -1;
     if (write_double(self->trace, str_cpu_start, self->cpu_start) < 0) return -1;
@@ -400,6 +459,113 @@ static int column_integer(PyObject *value, int bool_counts, long long *number) {
     return 1;
 }
 
+/* The values of one complete (X) event the C fold takes. */
+typedef struct {
+    int kind;                     /* KIND_*, not KIND_OTHER */
+    PyObject *name, *pid, *tid;   /* borrowed; NULL where the kind does not read them */
+    double timestamp, length;
+    PyObject *duration;           /* the duration as written (borrowed), or NULL: made from */
+    int duration_is_int;          /* length when it becomes an operator's new maximum */
+    int has_correlation;
+    long long correlation, size;
+    Token *token; /* the name's token of event text (caches its name index, slot), or NULL */
+    long thread;  /* the (pid, tid) thread when already known, else -1 */
+} Complete;
+
+/* A new maximum keeps the duration as the trace wrote it: an int or a float. */
+static PyObject *duration_object(const Complete *event) {
+    if (event->duration != NULL) return Py_NewRef(event->duration);
+    if (event->duration_is_int) return PyLong_FromLongLong((long long)event->length);
+    return PyFloat_FromDouble(event->length);
+}
+
+/* name_id() of the event's name, remembered by its token when it has one. */
+static long cached_name_id(Folder *self, const Complete *event) {
+    if (event->token != NULL && event->token->name_index >= 0) return event->token->name_index;
+    long index = name_id(self, event->name);
+    if (event->token != NULL) event->token->name_index = index;
+    return index;
+}
+
+/* Fold one complete event (everything _Collector._complete does for its kind); 1, or -1. */
+static int fold_complete(Folder *self, const Complete *event) {
+    int kind = event->kind;
+    double length = event->length;
+    long long correlation = event->correlation, size = event->size;
+    int has_correlation = event->has_correlation;
+    if (self->x_count == 0 && !PyDict_Contains(self->counts, str_X)) {
+        /* keep the phases in the order the Python fold first counts them */
+        PyObject *zero = PyLong_FromLong(0);
+        if (zero == NULL || PyDict_SetItem(self->counts, str_X, zero) < 0) {
+            Py_XDECREF(zero);
+            return -1;
+        }
+        Py_DECREF(zero);
+    }
+    self->x_count++;
+    double start = event->timestamp - self->origin;
+    double end = start + length;
+    if (end > self->last_timestamp) self->last_timestamp = end;
+    if (kind == KIND_GPU_SIDE) return 1;
+    if (kind == KIND_GPU) {
+        long stream = event->thread >= 0 ? event->thread : thread_of(self, event->pid, event->tid);
+        if (stream < 0) return -1;
+        long name_index = cached_name_id(self, event);
+        if (name_index < 0) return -1;
+        int kernel_class = kernel_class_of(self, name_index, event->name);
+        if (kernel_class < 0) return -1;
+        signed char class_code = (signed char)kernel_class;
+        Buffer *gpu = self->gpu;
+        if (buffer_put(&gpu[G_NAME], &name_index, sizeof(long)) < 0 ||
+            buffer_put(&gpu[G_CLASS], &class_code, 1) < 0 ||
+            buffer_put(&gpu[G_STREAM], &stream, sizeof(long)) < 0 ||
+            buffer_put(&gpu[G_START], &start, sizeof(double)) < 0 ||
+            buffer_put(&gpu[G_DURATION], &length, sizeof(double)) < 0 ||
+            buffer_put(&gpu[G_CORRELATION], &correlation, sizeof(long long)) < 0 ||
+            buffer_put(&gpu[G_BYTES], &size, sizeof(long long)) < 0)
+            return -1;
+        return 1;
+    }
+    if (start < self->cpu_start) self->cpu_start = start;
+    if (end > self->cpu_end) self->cpu_end = end;
+    if (kind == KIND_CPU_OP) {
+        OperatorSlot *slot;
+        Token *token = event->token;
+        if (token != NULL && token->slot_epoch == self->operator_epoch) {
+            slot = &self->slots[token->slot_index];
+        } else {
+            if ((slot = operator_slot(self, event->name)) == NULL) return -1;
+            if (token != NULL) {
+                token->slot_epoch = self->operator_epoch;
+                token->slot_index = slot - self->slots;
+            }
+        }
+        slot->calls++;
+        slot->total_us += length;
+        if (length > slot->max_us) {
+            slot->max_us = length;
+            PyObject *maximum = duration_object(event);
+            if (maximum == NULL) return -1;
+            Py_XSETREF(slot->new_max, maximum);
+        }
+        return buffer_put(&slot->durations, &length, sizeof(double)) < 0 ? -1 : 1;
+    }
+    if (!has_correlation) return 1; /* a runtime call without a correlation id */
+    long name_index = cached_name_id(self, event);
+    if (name_index < 0) return -1;
+    long thread = event->thread >= 0 ? event->thread : thread_of(self, event->pid, event->tid);
+    if (thread < 0) return -1;
+    Buffer *launches = self->launches;
+    if (buffer_put(&launches[L_NAME], &name_index, sizeof(long)) < 0 ||
+        buffer_put(&launches[L_THREAD], &thread, sizeof(long)) < 0 ||
+        buffer_put(&launches[L_START], &start, sizeof(double)) < 0 ||
+        buffer_put(&launches[L_DURATION], &length, sizeof(double)) < 0 ||
+        buffer_put(&launches[L_CORRELATION], &correlation, sizeof(long long)) < 0)
+        return -1;
+    return 1;
+}
+
+
 /* Fold one struct event; 0 when the Python fold must take it (nothing changed then). */
 static int fold_event(Folder *self, PyObject *event) {
     const Py_ssize_t *at = self->event_offsets;
@@ -407,15 +573,7 @@ static int fold_event(Folder *self, PyObject *event) {
     if (!PyUnicode_CheckExact(phase)) return 0;
     if (!equals(phase, "X", 1)) {
         if (equals(phase, "B", 1) || equals(phase, "E", 1) || equals(phase, "M", 1)) return 0;
-        PyObject *count = PyDict_GetItemWithError(self->counts, phase);
-        if (count == NULL && PyErr_Occurred()) return -1;
-        long long before = count == NULL ? 0 : PyLong_AsLongLong(count);
-        if (before == -1 && PyErr_Occurred()) return -1;
-        PyObject *total = PyLong_FromLongLong(before + 1);
-        if (total == NULL) return -1;
-        int failed = PyDict_SetItem(self->counts, phase, total);
-        Py_DECREF(total);
-        return failed ? -1 : 1;
+        return add_count(self->counts, phase, 1) < 0 ? -1 : 1;
     }
     if (!self->has_origin) return 0;
     PyObject *category = field(event, at[F_CAT]);
@@ -442,65 +600,199 @@ static int fold_event(Folder *self, PyObject *event) {
             if (!has_size || size < 0) size = 0;
         }
     }
-    if (self->x_count == 0 && !PyDict_Contains(self->counts, str_X)) {
-        /* keep the phases in the order the Python fold first counts them */
-        PyObject *zero = PyLong_FromLong(0);
-        if (zero == NULL || PyDict_SetItem(self->counts, str_X, zero) < 0) {
-            Py_XDECREF(zero);
-            return -1;
-        }
-        Py_DECREF(zero);
+    Complete complete = {kind, name, field(event, at[F_PID]), field(event, at[F_TID]),
+                         timestamp, length, field(event, at[F_DUR]), 0, has_correlation,
+                         correlation, size, NULL, -1};
+    return fold_complete(self, &complete);
+}
+
+/* -- folding events read from text (EventText) ------------------------------------------- */
+
+static inline uint64_t token_hash(const char *key, Py_ssize_t length) {
+    uint64_t hash = 0xcbf29ce484222325ULL ^ (uint64_t)length;
+    Py_ssize_t index = 0;
+    for (; index + 8 <= length; index += 8) {
+        uint64_t word;
+        memcpy(&word, key + index, 8);
+        hash = (hash ^ word) * 0x100000001b3ULL;
+        hash ^= hash >> 32;
     }
-    self->x_count++;
-    double start = timestamp - self->origin;
-    double end = start + length;
-    if (end > self->last_timestamp) self->last_timestamp = end;
-    if (kind == KIND_GPU_SIDE) return 1;
-    if (kind == KIND_GPU) {
-        long stream = thread_of(self, field(event, at[F_PID]), field(event, at[F_TID]));
-        if (stream < 0) return -1;
-        long name_index = name_id(self, name);
-        if (name_index < 0) return -1;
-        int kernel_class = kernel_class_of(self, name_index, name);
-        if (kernel_class < 0) return -1;
-        signed char class_code = (signed char)kernel_class;
-        Buffer *gpu = self->gpu;
-        if (buffer_put(&gpu[G_NAME], &name_index, sizeof(long)) < 0 ||
-            buffer_put(&gpu[G_CLASS], &class_code, 1) < 0 ||
-            buffer_put(&gpu[G_STREAM], &stream, sizeof(long)) < 0 ||
-            buffer_put(&gpu[G_START], &start, sizeof(double)) < 0 ||
-            buffer_put(&gpu[G_DURATION], &length, sizeof(double)) < 0 ||
-            buffer_put(&gpu[G_CORRELATION], &correlation, sizeof(long long)) < 0 ||
-            buffer_put(&gpu[G_BYTES], &size, sizeof(long long)) < 0)
-            return -1;
+    for (; index < length; index++) hash = (hash ^ (unsigned char)key[index]) * 0x100000001b3ULL;
+    return hash ^ (hash >> 29);
+}
+
+/* The token of event text ``key``: a string (its quotes included in the token, no escapes) or
+ * an int64, with its Python value made on first sight. NULL with an error. The pointer holds
+ * until the next new token (the table may grow). */
+static Token *token_of(Folder *self, const char *key, Py_ssize_t length) {
+    TokenTable *table = &self->tokens;
+    uint64_t hash = token_hash(key, length);
+    if (table->capacity) {
+        for (size_t slot = hash & (table->capacity - 1);; slot = (slot + 1) & (table->capacity - 1)) {
+            Token *token = &table->slots[slot];
+            if (token->key == NULL) break;
+            if (token->hash == hash && token->length == length &&
+                memcmp(token->key, key, (size_t)length) == 0)
+                return token;
+        }
+    }
+    if (2 * (table->count + 1) > table->capacity) { /* grow, keeping it at most half full */
+        size_t capacity = table->capacity ? 2 * table->capacity : 256;
+        Token *slots = PyMem_Calloc(capacity, sizeof(Token));
+        if (slots == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        for (size_t old = 0; old < table->capacity; old++) {
+            Token *token = &table->slots[old];
+            if (token->key == NULL) continue;
+            size_t slot = token->hash & (capacity - 1);
+            while (slots[slot].key != NULL) slot = (slot + 1) & (capacity - 1);
+            slots[slot] = *token;
+        }
+        PyMem_Free(table->slots);
+        table->slots = slots;
+        table->capacity = capacity;
+    }
+    PyObject *value;
+    if (key[0] == '"') {
+        value = PyUnicode_DecodeUTF8(key + 1, length - 2, NULL);
+        if (value != NULL) PyUnicode_InternInPlace(&value);
+    } else {
+        Cursor cursor = {(const unsigned char *)key, (const unsigned char *)key + length};
+        Number number;
+        long long integer;
+        if (!read_number(&cursor, &number) || !number_as_integer(&number, &integer)) {
+            PyErr_SetString(PyExc_SystemError, "a token of event text is not an int64");
+            return NULL;
+        }
+        value = PyLong_FromLongLong(integer);
+    }
+    if (value == NULL) return NULL;
+    char *copy = PyMem_Malloc((size_t)length + 1);
+    if (copy == NULL) {
+        Py_DECREF(value);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(copy, key, (size_t)length);
+    size_t slot = hash & (table->capacity - 1);
+    while (table->slots[slot].key != NULL) slot = (slot + 1) & (table->capacity - 1);
+    table->slots[slot] = (Token){hash, copy, length, value, -1, -1, 0};
+    table->count++;
+    return &table->slots[slot];
+}
+
+static void clear_tokens(TokenTable *table) {
+    for (size_t slot = 0; slot < table->capacity; slot++) {
+        PyMem_Free(table->slots[slot].key);
+        Py_CLEAR(table->slots[slot].value);
+    }
+    PyMem_Free(table->slots);
+    table->slots = NULL;
+    table->capacity = table->count = 0;
+}
+
+/* The value of a span of the text: None when absent. Borrowed, or NULL with an error. */
+static PyObject *span_value(Folder *self, const char *base, Span span) {
+    if (span.length == 0) return Py_None;
+    Token *token = token_of(self, base + span.start, span.length);
+    return token == NULL ? NULL : token->value;
+}
+
+/* thread_of() for tokens of event text: equal tokens are one object, so a few recent pairs
+ * are remembered by identity (GPU events and launches take turns on two threads). */
+static long thread_pair(Folder *self, PyObject *pid, PyObject *tid) {
+    for (int index = 0; index < THREAD_CACHE; index++)
+        if (self->thread_pids[index] == pid && self->thread_tids[index] == tid && pid != NULL)
+            return self->thread_indices[index];
+    long thread = thread_of(self, pid, tid);
+    if (thread < 0) return -1;
+    int slot = self->thread_next;
+    self->thread_next = (slot + 1) % THREAD_CACHE;
+    self->thread_pids[slot] = pid; /* tokens (or None): they live as long as the Folder */
+    self->thread_tids[slot] = tid;
+    self->thread_indices[slot] = thread;
+    return thread;
+}
+
+/* Count one event of a phase that is only counted. */
+static int count_phase(Folder *self, PyObject *phase) {
+    for (int index = 0; index < self->phase_slots; index++)
+        if (self->phase_counts[index].phase == phase) {
+            self->phase_counts[index].pending++;
+            return 0;
+        }
+    if (self->phase_slots == PHASE_SLOTS) return add_count(self->counts, phase, 1);
+    /* keep the phases in the order the Python fold first counts them */
+    if (add_count(self->counts, phase, 0) < 0) return -1;
+    self->phase_counts[self->phase_slots++] = (PhaseCount){phase, 1}; /* the table owns it */
+    return 0;
+}
+
+/* An args value as column_integer reads it: 1 (an int, *number set) or 0 (the default). */
+static int text_column_integer(int type, long long value, int bool_counts, long long *number) {
+    if (type == ARG_INT || (type == ARG_BOOL && bool_counts)) {
+        *number = value;
         return 1;
     }
-    if (start < self->cpu_start) self->cpu_start = start;
-    if (end > self->cpu_end) self->cpu_end = end;
-    if (kind == KIND_CPU_OP) {
-        OperatorSlot *slot = operator_slot(self, name);
-        if (slot == NULL) return -1;
-        slot->calls++;
-        slot->total_us += length;
-        if (length > slot->max_us) {
-            slot->max_us = length;
-            Py_XSETREF(slot->new_max, Py_NewRef(field(event, at[F_DUR])));
-        }
-        return buffer_put(&slot->durations, &length, sizeof(double)) < 0 ? -1 : 1;
+    return 0; /* ARG_ABOVE never gets here; ARG_BELOW only where bools count (parse_events) */
+}
+
+static int fold_record(Folder *self, const char *base, const Record *record) {
+    if (record->action == R_COUNT) {
+        PyObject *phase = span_value(self, base, record->phase);
+        return phase == NULL ? -1 : count_phase(self, phase);
     }
-    if (!has_correlation) return 1; /* a runtime call without a correlation id */
-    long name_index = name_id(self, name);
-    if (name_index < 0) return -1;
-    long thread = thread_of(self, field(event, at[F_PID]), field(event, at[F_TID]));
-    if (thread < 0) return -1;
-    Buffer *launches = self->launches;
-    if (buffer_put(&launches[L_NAME], &name_index, sizeof(long)) < 0 ||
-        buffer_put(&launches[L_THREAD], &thread, sizeof(long)) < 0 ||
-        buffer_put(&launches[L_START], &start, sizeof(double)) < 0 ||
-        buffer_put(&launches[L_DURATION], &length, sizeof(double)) < 0 ||
-        buffer_put(&launches[L_CORRELATION], &correlation, sizeof(long long)) < 0)
-        return -1;
-    return 1;
+    int kind = record->kind;
+    Complete event = {kind, NULL, NULL, NULL, record->timestamp, record->duration, NULL,
+                      record->dur_is_int, 0, NO_LINK, 0, NULL, -1};
+    if (!self->has_origin) { /* the first complete event sets it (_Collector._relative) */
+        self->origin = record->timestamp;
+        self->has_origin = 1;
+        self->origin_set_here = 1;
+    }
+    if (record->has_args && (kind == KIND_RUNTIME || kind == KIND_GPU)) {
+        int bool_counts = kind == KIND_GPU;
+        event.has_correlation = text_column_integer(
+            record->correlation_type, record->correlation, bool_counts, &event.correlation);
+        if (kind == KIND_GPU) {
+            if (!event.has_correlation || event.correlation < 0) event.correlation = NO_LINK;
+            if (!text_column_integer(record->size_type, record->size, 1, &event.size) ||
+                event.size < 0)
+                event.size = 0;
+        }
+    }
+    int needs_thread = kind == KIND_GPU || (kind == KIND_RUNTIME && event.has_correlation);
+    if (needs_thread) {
+        if ((event.pid = span_value(self, base, record->pid)) == NULL ||
+            (event.tid = span_value(self, base, record->tid)) == NULL ||
+            (event.thread = thread_pair(self, event.pid, event.tid)) < 0)
+            return -1;
+    }
+    if (kind != KIND_GPU_SIDE && (needs_thread || kind == KIND_CPU_OP)) {
+        /* last: a new token may move the others, and the fold keeps this one's pointer */
+        if ((event.token = token_of(self, base + record->name.start, record->name.length)) == NULL)
+            return -1;
+        event.name = event.token->value;
+    }
+    return fold_complete(self, &event);
+}
+
+/* Fold an EventText: its records in C, its other events in Python, all in file order. */
+static int fold_event_text(Folder *self, EventText *batch, PyObject *pending) {
+    const char *base = PyBytes_AS_STRING(batch->text);
+    for (Py_ssize_t index = 0; index < batch->count; index++) {
+        const Record *record = &batch->records[index];
+        if (record->action == R_PYTHON) {
+            PyObject *event = PyList_GET_ITEM(batch->python_events, record->python_index);
+            if (PyList_Append(pending, event) < 0) return -1;
+            continue;
+        }
+        if (PyList_GET_SIZE(pending) && fold_in_python(self, pending) < 0) return -1;
+        if (fold_record(self, base, record) < 0) return -1;
+    }
+    return 0;
 }
 
 /* -- the Folder type -------------------------------------------------------------------- */
@@ -520,6 +812,10 @@ static PyObject *Folder_fold(Folder *self, PyObject *events) {
     for (Py_ssize_t index = 0; index < PyList_GET_SIZE(events); index++) {
         PyObject *event = PyList_GET_ITEM(events, index); /* borrowed; the list holds it */
         int folded = 0;
+        if (Py_TYPE(event) == &EventTextType) {
+            if (fold_event_text(self, (EventText *)event, pending) < 0) goto failed;
+            continue;
+        }
         if (Py_TYPE(event) == self->event_type) {
             if (PyList_GET_SIZE(pending) && fold_in_python(self, pending) < 0) goto failed;
             folded = fold_event(self, event);
@@ -652,6 +948,7 @@ static void Folder_dealloc(Folder *self) {
     }
     PyMem_Free(self->slots);
     PyMem_Free(self->classes);
+    clear_tokens(&self->tokens);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -823,10 +1120,104 @@ done:
     return result;
 }
 
+/* math.ulp(value) */
+static double ulp(double value) {
+    value = fabs(value);
+    if (isnan(value) || isinf(value)) return value;
+    double above = nextafter(value, INFINITY);
+    if (isinf(above)) return value - nextafter(value, -INFINITY);
+    return above - value;
+}
+
+/* encloses() of _collector.py: [start, end] inside [outer_start, outer_end], with its slack. */
+static int encloses(double outer_start, double outer_end, double start, double end) {
+    double slack = 4 * ulp(outer_end);
+    return outer_start - slack <= start && end <= outer_end + slack;
+}
+
+/* The marker index at ``position`` of the stack (a list of ints below ``markers``). */
+static int stack_marker(PyObject *stack, Py_ssize_t position, Py_ssize_t markers, long *marker) {
+    *marker = PyLong_AsLong(PyList_GET_ITEM(stack, position));
+    if (*marker == -1 && PyErr_Occurred()) return -1;
+    if (*marker < 0 || *marker >= markers) {
+        PyErr_SetString(PyExc_IndexError, "a marker index out of range");
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(assign_launches_doc,
+             "assign_launches(launch_start, launch_marker, launch_indices, next_launch, until, "
+             "stack, marker_start, marker_end)\n--\n\n"
+             "link._assign_launches for ranges that nest: from launch_indices[next_launch] on, "
+             "until a launch starts at or after until, pop the ended markers off stack and set "
+             "launch_marker[launch] to the innermost open one enclosing the launch's start. "
+             "Returns the next launch's position.");
+
+static PyObject *assign_launches(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *start_column, *marker_column, *order_column, *stack, *marker_start_column,
+        *marker_end_column;
+    Py_ssize_t next;
+    double until;
+    if (!PyArg_ParseTuple(args, "OOOndO!OO", &start_column, &marker_column, &order_column, &next,
+                          &until, &PyList_Type, &stack, &marker_start_column, &marker_end_column))
+        return NULL;
+    Py_buffer views[5];
+    PyObject *columns[5] = {start_column, marker_column, order_column, marker_start_column,
+                            marker_end_column};
+    Py_ssize_t sizes[5] = {sizeof(double), sizeof(long), sizeof(long), sizeof(double),
+                           sizeof(double)};
+    int opened = 0;
+    PyObject *result = NULL;
+    for (; opened < 5; opened++)
+        if (column_view(columns[opened], &views[opened], sizes[opened], opened == 1) < 0) goto done;
+    const double *launch_start = views[0].buf, *marker_start = views[3].buf,
+                 *marker_end = views[4].buf;
+    long *launch_marker = views[1].buf;
+    const long *order = views[2].buf;
+    Py_ssize_t launches = views[0].len / (Py_ssize_t)sizeof(double),
+               count = views[2].len / (Py_ssize_t)sizeof(long),
+               markers = views[3].len / (Py_ssize_t)sizeof(double);
+    for (; next < count; next++) {
+        long launch = order[next];
+        if (launch < 0 || launch >= launches) {
+            PyErr_SetString(PyExc_IndexError, "a launch index out of range");
+            goto done;
+        }
+        double start = launch_start[launch];
+        if (start >= until) break;
+        Py_ssize_t depth = PyList_GET_SIZE(stack);
+        long marker;
+        while (depth > 0) { /* _pop_ended */
+            if (stack_marker(stack, depth - 1, markers, &marker) < 0) goto done;
+            if (!(marker_end[marker] < start)) break;
+            depth--;
+        }
+        if (depth < PyList_GET_SIZE(stack) &&
+            PyList_SetSlice(stack, depth, PyList_GET_SIZE(stack), NULL) < 0)
+            goto done;
+        long innermost = NO_LINK; /* _innermost_enclosing */
+        for (Py_ssize_t position = depth - 1; position >= 0; position--) {
+            if (stack_marker(stack, position, markers, &marker) < 0) goto done;
+            if (encloses(marker_start[marker], marker_end[marker], start, start)) {
+                innermost = marker;
+                break;
+            }
+        }
+        launch_marker[launch] = innermost;
+    }
+    result = PyLong_FromSsize_t(next);
+done:
+    for (int index = 0; index < opened; index++) PyBuffer_Release(&views[index]);
+    return result;
+}
+
 static PyMethodDef module_functions[] = {
     {"link_correlations", link_correlations, METH_VARARGS, link_correlations_doc},
     {"launches_in_time_order", launches_in_time_order, METH_VARARGS,
      launches_in_time_order_doc},
+    {"parse_events", parse_events, METH_VARARGS, parse_events_doc},
+    {"assign_launches", assign_launches, METH_VARARGS, assign_launches_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -839,13 +1230,14 @@ static struct PyModuleDef fold_module = {
 };
 
 PyMODINIT_FUNC PyInit__fold(void) {
-    if (PyType_Ready(&FolderType) < 0) return NULL;
+    if (PyType_Ready(&FolderType) < 0 || PyType_Ready(&EventTextType) < 0) return NULL;
     struct {
         PyObject **slot;
         const char *text;
     } names[] = {
         {&str_X, "X"},
         {&str_origin, "_origin"},
+        {&str_origin_us, "origin_us"},
         {&str_last_timestamp, "_last_timestamp"},
         {&str_cpu_start, "cpu_start"},
         {&str_cpu_end, "cpu_end"},
@@ -859,7 +1251,8 @@ PyMODINIT_FUNC PyInit__fold(void) {
             return NULL;
     PyObject *module = PyModule_Create(&fold_module);
     if (module == NULL) return NULL;
-    if (PyModule_AddObjectRef(module, "Folder", (PyObject *)&FolderType) < 0) {
+    if (PyModule_AddObjectRef(module, "Folder", (PyObject *)&FolderType) < 0 ||
+        PyModule_AddObjectRef(module, "EventText", (PyObject *)&EventTextType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

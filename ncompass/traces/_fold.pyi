@@ -33,3 +33,25 @@ def launches_in_time_order(
 ) -> bool:
     """Append the launches on ``thread`` to ``out`` in order of start (ties in file order);
     False, ``out`` untouched, when a start is NaN."""
+
+class EventText:
+    """A batch of trace events read from JSON text; ``len()`` counts its events."""
+
+    def __len__(self) -> int: ...
+
+def parse_events(text: bytes, decode: Callable[[bytes], list[Any] | None]) -> EventText | None:
+    """Read the JSON array of events in ``text`` for :meth:`Folder.fold`: an ``EventText``, or
+    None when the text must be decoded the general way (``decode`` decodes the events the C
+    fold leaves to Python)."""
+
+def assign_launches(
+    launch_start: array[float],
+    launch_marker: array[int],
+    launch_indices: array[int],
+    next_launch: int,
+    until: float,
+    stack: list[int],
+    marker_start: array[float],
+    marker_end: array[float],
+) -> int:
+    """``link._assign_launches`` where ranges nest; returns the next launch's position."""

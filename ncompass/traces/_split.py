@@ -18,12 +18,12 @@ from ncompass.traces._decode import decode_link_events
 from ncompass.traces._progress import byte_progress
 from ncompass.traces._scanner import BETWEEN_EVENTS, EventScanner, ScanError
 from ncompass.traces.parallel import default_jobs, worker_pool
+from ncompass.traces.reader import READ_SIZE
 
 SPLIT_MIN_BYTES = 64 << 20
 """Smaller traces are folded in one pass: starting the processes would cost what they save."""
 _GZIP_MAGIC = b"\x1f\x8b"
 _HEAD_BYTES = 4 << 20  # read to find where the events start, and the origin
-_READ_SIZE = 1 << 20
 _OPENING = {True: b"[", False: b'{"traceEvents":['}
 _CLOSING = {True: b"]", False: b"]}"}
 
@@ -128,7 +128,7 @@ def _cut(handle: object, events_start: int, size: int, parts: int) -> list[tuple
         if target <= begin:
             continue
         handle.seek(target)  # type: ignore[attr-defined]
-        window = handle.read(_READ_SIZE)  # type: ignore[attr-defined]
+        window = handle.read(READ_SIZE)  # type: ignore[attr-defined]
         boundary = BETWEEN_EVENTS.search(window)
         if boundary is None:
             continue
@@ -151,7 +151,7 @@ def _fold_range(
             handle.seek(begin)
             remaining = end - begin if end is not None else None
             while chunk := handle.read(
-                _READ_SIZE if remaining is None else min(_READ_SIZE, remaining)
+                READ_SIZE if remaining is None else min(READ_SIZE, remaining)
             ):
                 if remaining is not None:
                     remaining -= len(chunk)

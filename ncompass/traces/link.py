@@ -120,6 +120,7 @@ def _link_launches_and_markers(trace: LinkedTrace) -> None:
         return
     launches_by_thread = _launches_in_time_order(launches, markers_by_thread.keys())
     markers = trace.markers
+    bounds = _marker_bounds(markers) if _fold is not None else None
     for thread, marker_indices in markers_by_thread.items():
         # Outer ranges first when two start together, so the inner one ends up on top.
         marker_indices.sort(key=lambda index: (markers[index].start, -markers[index].end))
@@ -130,7 +131,7 @@ def _link_launches_and_markers(trace: LinkedTrace) -> None:
         for marker_index in marker_indices:
             marker = markers[marker_index]
             next_launch = _assign_launches(
-                trace, stack, launch_indices, next_launch, marker.start, overlapping
+                trace, stack, launch_indices, next_launch, marker.start, overlapping, bounds
             )
             _pop_ended(markers, stack, marker.start)
             enclosing = _innermost_enclosing(markers, stack, marker.start, marker.end)
@@ -139,7 +140,9 @@ def _link_launches_and_markers(trace: LinkedTrace) -> None:
                 markers[enclosing].nested_us += marker.duration
             overlapping = overlapping or (bool(stack) and stack[-1] != enclosing)
             stack.append(marker_index)
-        _assign_launches(trace, stack, launch_indices, next_launch, float("inf"), overlapping)
+        _assign_launches(
+            trace, stack, launch_indices, next_launch, float("inf"), overlapping, bounds
+        )
 
 
 def _launches_in_time_order(
@@ -165,6 +168,13 @@ def _launches_in_time_order(
     }
 
 
+def _marker_bounds(markers: list[Marker]) -> tuple[array[float], array[float]]:
+    """Each marker's start and end as columns, for the C sweep."""
+    return array("d", [marker.start for marker in markers]), array(
+        "d", [marker.end for marker in markers]
+    )
+
+
 def _assign_launches(
     trace: LinkedTrace,
     stack: list[int],
@@ -172,9 +182,17 @@ def _assign_launches(
     next_launch: int,
     until: float,
     overlapping: bool,
+    bounds: tuple[array[float], array[float]] | None = None,
 ) -> int:
     launches = trace.launches
     markers = trace.markers
+    if bounds is not None and not overlapping and isinstance(launch_indices, array):
+        # the same sweep in C, where ranges nest (no launch is inside two unrelated ones)
+        return int(
+            _fold.assign_launches(
+                launches.start, launches.marker, launch_indices, next_launch, until, stack, *bounds
+            )
+        )
     while next_launch < len(launch_indices):
         launch = launch_indices[next_launch]
         start = launches.start[launch]

@@ -18,7 +18,9 @@ from ncompass.traces._scanner import EventScanner, ScanError
 from ncompass.traces.events import Event
 
 _GZIP_MAGIC = b"\x1f\x8b"
-_READ_SIZE = 1 << 20  # bytes of plain JSON per read
+# Bytes of plain JSON per read. Chunks this small reuse heap memory; 1 MiB ones made glibc map
+# fresh pages for every chunk (0.2-0.3 CPU s more per GB, measured on link_trace).
+READ_SIZE = 128 << 10
 _COMPRESSED_READ_SIZE = 64 << 10  # gzip expands these ~5-20x
 
 
@@ -131,7 +133,7 @@ def _size_of(path: Path) -> int:
 
 
 def _plain(handle: Any) -> Iterator[tuple[bytes, int]]:
-    while chunk := handle.read(_READ_SIZE):
+    while chunk := handle.read(READ_SIZE):
         yield chunk, len(chunk)
 
 

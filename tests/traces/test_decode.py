@@ -1,5 +1,6 @@
-"""The fast paths link traces exactly as the dict path does: the C fold of the compact structs
-(when the extension is built), the Python fold of the structs, and one dict per event."""
+"""The fast paths link traces exactly as the dict path does: the C fold of events read from the
+text and of compact structs (when the extension is built), the Python fold of the structs, and
+one dict per event."""
 
 from __future__ import annotations
 
@@ -64,16 +65,28 @@ def everything_linked(trace: LinkedTrace) -> dict[str, Any]:
     }
 
 
-def linked_three_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Any]:
-    """The trace linked by the C fold (when built), the Python fold of structs, and of dicts."""
-    native = everything_linked(link_trace(path, progress=False))
+def linked_every_way(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The trace linked by the C fold of its text and of structs (when built), by the Python
+    fold of structs, and of dicts."""
+    linked = [everything_linked(link_trace(path, progress=False))]
     with monkeypatch.context() as patch:
+        patch.setattr(reader, "decode_link_events", _decode.decode_link_structs)
+        linked.append(everything_linked(link_trace(path, progress=False)))
         patch.setattr(_collector, "_fold", None)  # as built without a C compiler
         patch.setattr(link, "_fold", None)
-        fast = everything_linked(link_trace(path, progress=False))
+        linked.append(everything_linked(link_trace(path, progress=False)))
         patch.setattr(reader, "decode_link_events", None)  # as without msgspec installed
-        plain = everything_linked(link_trace(path, progress=False))
-    return native, fast, plain
+        linked.append(everything_linked(link_trace(path, progress=False)))
+    return linked
+
+
+def assert_identical(linked: list[dict[str, Any]]) -> None:
+    """Every way linked the trace alike, to each operator's ``max_us`` type."""
+    reference = linked[-1]  # one dict per event, the reference
+    for other in linked[:-1]:
+        assert other == reference
+        assert max_types(other) == max_types(reference)
+        assert list(other["event_counts"]) == list(reference["event_counts"])
 
 
 def max_types(linked: dict[str, Any]) -> dict[str, type]:
@@ -105,30 +118,28 @@ def awkward_trace(path: Path) -> Path:
 def test_shared_traces_link_identically_on_every_path(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    native, fast, plain = linked_three_ways(path, monkeypatch)
-    assert native == fast == plain
-    assert max_types(native) == max_types(fast) == max_types(plain)
+    assert_identical(linked_every_way(path, monkeypatch))
 
 
 def test_a_real_torch_trace_links_identically_on_every_path(
     torch_trace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    native, fast, plain = linked_three_ways(torch_trace, monkeypatch)
-    assert native == fast == plain
-    assert plain["markers"] and plain["cpu_operators"]
+    linked = linked_every_way(torch_trace, monkeypatch)
+    assert_identical(linked)
+    assert linked[-1]["markers"] and linked[-1]["cpu_operators"]
 
 
 def test_awkward_events_link_identically_on_every_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = awkward_trace(tmp_path / "awkward.json")
-    events = [event for batch in reader.TraceReader(path).link_batches() for event in batch]
+    scanner = EventScanner(_decode.decode_link_structs)
+    events = scanner.feed(path.read_bytes()) + scanner.close()
     # all but the last event, which the exact tokenizer cuts (nothing follows it to guess by)
     assert [type(event) for event in events[:-1]] == [_decode.link_event_type] * 14
-    native, fast, plain = linked_three_ways(path, monkeypatch)
-    assert native == fast == plain
-    assert max_types(native) == max_types(fast) == max_types(plain)
-    assert plain["event_counts"] == {"X": 9, "B": 2, "E": 1, "M": 1, "i": 1, "f": 1}
+    linked = linked_every_way(path, monkeypatch)
+    assert_identical(linked)
+    assert linked[-1]["event_counts"] == {"X": 9, "B": 2, "E": 1, "M": 1, "i": 1, "f": 1}
 
 
 def test_batches_the_structs_cannot_hold_fall_back_to_dicts(
@@ -138,17 +149,18 @@ def test_batches_the_structs_cannot_hold_fall_back_to_dicts(
     builder.add(ph="X", cat="cpu_op", name="list-args", pid=CPU_PID, tid=1, ts=1, dur=1, args=[1])
     builder.marker("m", 0, 10).cpu_op("op", 2, 1)
     path = builder.write(tmp_path / "t.json")
-    batches = list(reader.TraceReader(path).link_batches())
-    assert all(type(event) is dict for batch in batches for event in batch)
-    native, fast, plain = linked_three_ways(path, monkeypatch)
-    assert native == fast == plain
-    assert max_types(native) == max_types(fast) == max_types(plain)
-    assert fast["cpu_operators"]["list-args"].calls == 1
+    for decode in (_decode.decode_link_events, _decode.decode_link_structs):
+        scanner = EventScanner(decode)
+        events = scanner.feed(path.read_bytes()) + scanner.close()
+        assert all(type(event) is dict for event in events)
+    linked = linked_every_way(path, monkeypatch)
+    assert_identical(linked)
+    assert linked[0]["cpu_operators"]["list-args"].calls == 1
 
 
 def test_the_scanner_hands_out_structs_when_given_the_decoder() -> None:
     text = shared_trace("amd_trace").read_bytes()
-    scanner = EventScanner(_decode.decode_link_events)
+    scanner = EventScanner(_decode.decode_link_structs)
     events = scanner.feed(gzip.decompress(text)) + scanner.close()
     assert sum(type(event) is _decode.link_event_type for event in events) == len(events) - 1
     plain_scanner = EventScanner()
@@ -250,15 +262,14 @@ def edge_numbers_trace(path: Path) -> Path:
 def test_edge_numbers_link_identically_on_every_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    native, fast, plain = linked_three_ways(edge_numbers_trace(tmp_path / "t.json"), monkeypatch)
-    assert native == fast == plain
-    assert max_types(native) == max_types(plain)
+    linked = linked_every_way(edge_numbers_trace(tmp_path / "t.json"), monkeypatch)
+    assert_identical(linked)
+    native = linked[0]
     assert max_types(native)["int-durations"] is int
     graph = native["names"].index("cudaGraphLaunch")
     launches = [native["launches"][0].index(graph)] * 2
     assert native["gpu"][6][-2:] == launches  # both GPU events with id 77 on the later launch
     assert native["event_counts"] == {"X": 19, "B": 1, "s": 1, "?": 1}
-    assert list(native["event_counts"]) == list(plain["event_counts"])
 
 
 def test_the_c_fold_is_used_when_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -306,6 +317,6 @@ def test_launches_at_nan_times_link_identically_on_every_path(
     for ts in (50, float("nan"), 15, 15, float("nan"), 5):
         builder.launch("k", ts, 1, 200, 1)
     path = builder.write(tmp_path / "t.json")
-    native, fast, plain = linked_three_ways(path, monkeypatch)
-    assert repr(native) == repr(fast) == repr(plain)  # nan != nan, but prints the same
-    assert native["launches"][5][1] == NO_LINK  # (where the others go is the sort's to say)
+    linked = linked_every_way(path, monkeypatch)
+    assert len({repr(way) for way in linked}) == 1  # nan != nan, but prints the same
+    assert linked[0]["launches"][5][1] == NO_LINK  # (where the others go is the sort's to say)

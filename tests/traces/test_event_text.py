@@ -1,0 +1,171 @@
+"""Events read straight from JSON text in C (``_fold.parse_events``): the same numbers as
+Python's own parsing, and every unusual batch left to the general decoders."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from decimal import ROUND_DOWN, ROUND_UP, Decimal, localcontext
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ncompass.traces import _collector, _decode
+from ncompass.traces.link import link_trace
+
+fold = _collector._fold
+if fold is None or _decode.decode_link_structs is None:
+    pytest.skip("the C extension or msgspec is not here", allow_module_level=True)
+
+OP = '{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":%s,"dur":%s}'
+
+
+def parse(text: str) -> Any:
+    return fold.parse_events(text.encode(), _decode.decode_link_structs)
+
+
+def durations_read_from(tmp_path: Path, durations: list[str]) -> list[float]:
+    """The durations of operator ``op`` as the trace's text writes them, read and folded."""
+    events = ",".join(OP % (1000 + index, text) for index, text in enumerate(durations))
+    assert type(parse(f"[{events}]")) is fold.EventText  # read in C, not left to msgspec
+    path = tmp_path / "durations.json"
+    path.write_text(f'{{"traceEvents":[{events}]}}')
+    return list(link_trace(path, progress=False).cpu_operators["op"].durations)
+
+
+def random_number_texts(count: int, seed: int) -> list[str]:
+    """Decimal texts of every shape: short and 19+ digits, exponents, ties, tiny and huge."""
+    generator = random.Random(seed)
+    texts = ["0", "-0", "0.0", "-0.0", "1e0", "1E+2", "2.5e-3", "123456789012345678901234567890"]
+    texts += ["9007199254740993", "9007199254740993.0", "0.1", "0.30000000000000004"]
+    texts += ["1.7976931348623157e308", "4.9e-324", "2.2250738585072011e-308"]
+    texts += ["1712195495505543.2", "1712195495505543.25", "1e23", "8.589973e9"]
+    for _ in range(count):
+        digits = "".join(generator.choice("0123456789") for _ in range(generator.randint(1, 24)))
+        digits = digits.lstrip("0") or "0"
+        point = generator.randint(0, len(digits))
+        text = digits[:point] + ("." + digits[point:] if digits[point:] else "")
+        if text.startswith("."):
+            text = "0" + text
+        if generator.random() < 0.3:
+            text += f"e{generator.randint(-40, 40)}"
+        if generator.random() < 0.2:
+            text = "-" + text
+        texts.append(text)
+    # exactly halfway between two doubles, a hair either side, and the nearest texts of 17-19
+    # digits: the near-ties a 64-bit intermediate result rounds onto a tie
+    for _ in range(2000):
+        low = generator.uniform(1, 2) * 2.0 ** generator.randint(-20, 40)
+        middle = (Decimal(low) + Decimal(math.nextafter(low, math.inf))) / 2
+        texts += [str(middle), str(middle + Decimal("1e-30")), str(middle - Decimal("1e-30"))]
+        for rounding in (ROUND_DOWN, ROUND_UP):
+            with localcontext() as context:
+                context.prec, context.rounding = generator.randint(17, 19), rounding
+                texts.append(str(+middle))
+    return texts
+
+
+def test_numbers_are_read_as_python_reads_them(tmp_path: Path) -> None:
+    texts = random_number_texts(3000, seed=14)
+    read = durations_read_from(tmp_path, texts)
+    assert [value.hex() for value in read] == [float(json.loads(text)).hex() for text in texts]
+
+
+def test_a_plain_batch_becomes_one_event_text() -> None:
+    batch = parse(f"[{OP % (1, 2)}, {OP % (3, 4.5)}]")
+    assert type(batch) is fold.EventText and len(batch) == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" + OP % (1, 2) + ",]",  # a trailing comma
+        "[" + OP % (1, "NaN") + "]",
+        "[" + OP % (1, "01") + "]",  # a leading zero
+        "[" + OP % (1, "1.") + "]",
+        '[{"ph":"X","ph":"X"}]',  # a field twice
+        '[{"p\\u0068":"X"}]',  # a key spelled with an escape
+        '[{"ph":"X","args":[1]}]',  # args the struct cannot hold
+        '[{"ph":"X","args":{"correlation":1,"correlation":2}}]',
+        '[{"ph":"X","name":"a\\ud800"}]',  # a lone surrogate
+        '[{"ph":"X","name":"tab\there"}]',  # a raw control character
+        '[{"ph":"X","name":"\\x"}]',  # no such escape
+        '[{"ph":"X","x":' + "[" * 70 + "]" * 70 + "}]",  # deeper than events go
+        '[{"ph":"X"} 1]',
+        '[{"ph":"X"}] x',
+        "[1]",  # not an object
+        '[{"ph":"X","x":tru}]',
+    ],
+)
+def test_unusual_text_is_left_to_the_general_decoders(text: str) -> None:
+    assert parse(text) is None
+
+
+def test_invalid_utf8_is_left_to_the_general_decoders() -> None:
+    for raw in (b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82"):
+        text = b'[{"ph":"X","name":"' + raw + b'"}]'
+        assert fold.parse_events(text, _decode.decode_link_structs) is None
+    valid = '[{"ph":"X","cat":"cpu_op","name":"é€😀","ts":1,"dur":1}]'.encode()
+    assert type(fold.parse_events(valid, _decode.decode_link_structs)) is fold.EventText
+
+
+def test_escaped_and_odd_values_fold_in_python_in_file_order(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "first", "pid": 1, "tid": 1, "ts": 10, "dur": 1},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": 'quote " inside',
+            "pid": 1,
+            "tid": 1,
+            "ts": 11,
+            "dur": 2,
+        },
+        {"ph": "X", "cat": "cpu_op", "name": "é", "pid": 1.5, "tid": True, "ts": 12, "dur": 3},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 2**70,
+            "tid": 7,
+            "ts": 13,
+            "dur": 1,
+            "args": {"correlation": 3},
+        },
+        {"ph": "s", "id": 1, "pid": 1, "tid": 1, "ts": 14},
+        {"ph": "\\u0066", "id": 1, "pid": 1, "tid": 1, "ts": 15},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": "p",
+            "tid": "t",
+            "ts": 16,
+            "dur": 1,
+            "args": {"correlation": 5, "other": [1, {"a": None}]},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 17,
+            "dur": 1,
+            "args": {"correlation": 5, "bytes": True},
+        },
+    ]
+    # json.dumps writes the phase's backslash escaped: unescape it to spell "f" as \u0066
+    text = json.dumps(events, ensure_ascii=False).replace("\\\\u0066", "\\u0066")
+    path = tmp_path / "odd.json"
+    path.write_text(f'{{"traceEvents":{text}}}', encoding="utf-8")
+    batch = fold.parse_events(text.encode(), _decode.decode_link_structs)
+    assert type(batch) is fold.EventText and len(batch) == len(events)
+    trace = link_trace(path, progress=False)
+    assert list(trace.cpu_operators) == ["first", 'quote " inside', "é"]
+    assert trace.event_counts == {"X": 6, "s": 1, "f": 1}
+    assert trace.threads == [(2**70, 7), ("p", "t"), (0, 7)]
+    assert list(trace.gpu.correlation) == [3, 5]
+    assert list(trace.gpu.bytes) == [0, 1]  # True counts as 1, as isinstance(True, int) says
