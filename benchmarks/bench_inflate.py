@@ -3,12 +3,16 @@
     python benchmarks/bench_inflate.py [--runs 3] [--deflate-mb 64] [--no-huge]
 
 Inflate: each gzip trace is streamed the way ``TraceReader`` streams it (64 KiB compressed
-reads, inflated chunks of at most 1 MiB) with each library in turn, interleaved, and the
+reads, inflated chunks of at most 64 KiB) with each library in turn, interleaved, and the
 median CPU seconds per GB of JSON is reported with the ratio to zlib. The traces are
 ``benchmarks/.data/anchor-250MB.json.gz`` and ``anchor-1000MB.json.gz`` (gzip level 1, built
 by ``bench_traces.py``) and a level-6 copy of the 250 MB JSON made here on first use. The row
 ``ncompass`` is the reader's own inflater (``ncompass.traces._inflate``), whichever library
 it picked, so its overhead over the bare loop shows.
+
+Reader: ``TraceReader.link_batches`` drained over the 1 GB trace in a fresh process, with
+zlib-ng and with it hidden (the zlib fallback), interleaved: CPU seconds per GB and peak RSS
+(VmHWM), to show what the inflater changes in the whole read.
 
 Deflate: the first ``--deflate-mb`` MB of the 250 MB JSON compressed at the level
 ``TraceWriter`` uses (6) and at level 1, by each library (ISA-L has levels 0-3 only), with
@@ -19,7 +23,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 import zlib
@@ -33,8 +40,9 @@ sys.path.insert(0, str(HERE.parent))
 
 from ncompass.traces import _inflate  # noqa: E402 - after the path above
 
-READ_SIZE = 64 << 10
-CHUNK_SIZE = 1 << 20
+READ_SIZE = _inflate.COMPRESSED_READ_SIZE
+CHUNK_SIZE = _inflate.INFLATED_CHUNK_SIZE
+DEFLATE_BLOCK = 1 << 20
 LIBRARIES = {"zlib": "zlib", "isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng"}
 # (library, level) pairs compared for deflate; the writer's level is 6.
 DEFLATE_LEVELS = {"zlib": (6, 1), "isal": (3, 2, 1), "zlib-ng": (6, 1)}
@@ -47,7 +55,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per library (median)")
     parser.add_argument("--deflate-mb", type=int, default=64, help="JSON compressed per run")
     parser.add_argument("--no-huge", action="store_true", help="skip the 1 GB trace")
+    parser.add_argument("--child-reader", nargs=2, help=argparse.SUPPRESS)  # LIBRARY TRACE
     options = parser.parse_args()
+    if options.child_reader:
+        read_in_child(*options.child_reader)
+        return
     libraries = available_libraries()
     print("libraries:", ", ".join(libraries), f"(the reader uses {_inflate.inflater().__name__})")
     traces = [DATA / "anchor-250MB.json.gz", level_six_copy(DATA / "anchor-250MB.json")]
@@ -57,6 +69,8 @@ def main() -> None:
         if not trace.exists():
             sys.exit(f"{trace} is missing: run benchmarks/bench_traces.py --huge first")
         report_inflate(trace, libraries, options.runs)
+    huge = DATA / ("anchor-250MB.json.gz" if options.no_huge else "anchor-1000MB.json.gz")
+    report_reader(huge, options.runs)
     report_deflate(DATA / "anchor-250MB.json", libraries, options.deflate_mb << 20, options.runs)
 
 
@@ -79,7 +93,7 @@ def level_six_copy(json_path: Path) -> Path:
         partial = path.with_suffix(".partial")
         compressor = zlib.compressobj(6, wbits=31)
         with open(json_path, "rb") as source, open(partial, "wb") as target:
-            while block := source.read(CHUNK_SIZE):
+            while block := source.read(DEFLATE_BLOCK):
                 target.write(compressor.compress(block))
             target.write(compressor.flush())
         partial.replace(path)
@@ -139,11 +153,52 @@ def report_inflate(trace: Path, libraries: dict[str, ModuleType], runs: int) -> 
         print(f"{name:<10} {seconds:>7.2f} {per_gb:>9.2f} {baseline / seconds:>7.2f}x")
 
 
+def read_in_child(library: str, trace: str) -> None:
+    if library == "zlib":
+        for name in ("zlib_ng", "zlib_ng.zlib_ng", "zlib_ng.gzip_ng"):
+            sys.modules[name] = None  # type: ignore[assignment] - as if not installed
+    from ncompass.traces.reader import TraceReader
+
+    start = time.process_time()
+    events = sum(len(batch) for batch in TraceReader(trace, progress=False).link_batches())
+    seconds = time.process_time() - start
+    status = Path("/proc/self/status").read_text()
+    peak_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM"))
+    used = _inflate.inflater().__name__
+    print(
+        json.dumps({"seconds": seconds, "peak_mb": peak_kb / 1024, "events": events, "used": used})
+    )
+
+
+def report_reader(trace: Path, runs: int) -> None:
+    found: dict[str, list[dict[str, float]]] = {"zlib-ng": [], "zlib": []}
+    for _ in range(runs):
+        for library, results in found.items():
+            done = subprocess.run(
+                [sys.executable, __file__, "--child-reader", library, str(trace)],
+                check=True,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "PYTHONPATH": str(HERE.parent)},
+            )
+            results.append(json.loads(done.stdout))
+    gigabytes = DATA.joinpath(trace.name.removesuffix(".gz")).stat().st_size / 1e9
+    print(f"\nTraceReader.link_batches over {trace.name} ({gigabytes:.2f} GB JSON), fresh process")
+    print(f"{'library':<10} {'CPU s':>7} {'s per GB':>9} {'peak MB':>8} {'events':>10}")
+    for library, results in found.items():
+        seconds = statistics.median(result["seconds"] for result in results)
+        peak = statistics.median(result["peak_mb"] for result in results)
+        events = int(results[0]["events"])
+        print(
+            f"{library:<10} {seconds:>7.2f} {seconds / gigabytes:>9.2f} {peak:>8.0f} {events:>10}"
+        )
+
+
 def deflate_with(module: ModuleType, level: int, text: bytes) -> int:
     compressor = module.compressobj(level, wbits=31)
     size = 0
-    for start in range(0, len(text), CHUNK_SIZE):
-        size += len(compressor.compress(text[start : start + CHUNK_SIZE]))
+    for start in range(0, len(text), DEFLATE_BLOCK):
+        size += len(compressor.compress(text[start : start + DEFLATE_BLOCK]))
     return size + len(compressor.flush())
 
 
