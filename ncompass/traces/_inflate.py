@@ -1,6 +1,6 @@
 """Inflate gzip traces: with zlib-ng (``zlib-ng``) when it is installed, else with ``zlib``.
 
-zlib-ng inflates trace JSON about 2.2 times as fast as zlib (``benchmarks/bench_inflate.py``)
+zlib-ng inflates trace JSON about twice as fast as zlib (``benchmarks/bench_inflate.py``)
 through the same ``decompressobj`` interface and with the same error texts, so the reader's
 events and error messages do not depend on which of the two ran.
 """

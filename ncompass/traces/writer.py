@@ -121,7 +121,7 @@ class TraceWriter:
 
 
 def _gzip_file_class() -> type[gzip.GzipFile]:
-    """zlib-ng's ``GzipFile`` when installed (1.7x zlib's speed at level 6, the same size), else
+    """zlib-ng's ``GzipFile`` when installed (1.6x zlib's speed at level 6, the same size), else
     the standard one; both write plain gzip that any reader opens."""
     try:
         from zlib_ng.gzip_ng import GzipNGFile
