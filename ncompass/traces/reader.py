@@ -6,13 +6,13 @@ chunk of text at a time and handed out in batches.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ncompass.errors import TraceError
 from ncompass.traces._decode import decode_link_events
+from ncompass.traces._inflate import gunzip
 from ncompass.traces._progress import byte_progress
 from ncompass.traces._scanner import EventScanner, ScanError
 from ncompass.traces.events import Event
@@ -21,7 +21,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # Bytes of plain JSON per read. Chunks this small reuse heap memory; 1 MiB ones made glibc map
 # fresh pages for every chunk (0.2-0.3 CPU s more per GB, measured on link_trace).
 READ_SIZE = 128 << 10
-_COMPRESSED_READ_SIZE = 64 << 10  # gzip expands these ~5-20x
 
 
 class CorruptTraceError(TraceError):
@@ -88,7 +87,7 @@ class TraceReader:
         with open(self.path, "rb") as handle:
             compressed = handle.read(2) == _GZIP_MAGIC
             handle.seek(0)
-            chunks = _gunzip(handle, self.path) if compressed else _plain(handle)
+            chunks = gunzip(handle, self.path) if compressed else _plain(handle)
             label = f"reading {self.path.name}"
             with byte_progress(label, size, self._progress, compressed=compressed) as advance:
                 try:
@@ -135,33 +134,3 @@ def _size_of(path: Path) -> int:
 def _plain(handle: Any) -> Iterator[tuple[bytes, int]]:
     while chunk := handle.read(READ_SIZE):
         yield chunk, len(chunk)
-
-
-def _gunzip(handle: Any, path: Path) -> Iterator[tuple[bytes, int]]:
-    """Decompress gzip members one after another (``cat a.gz b.gz`` is a valid gzip file)."""
-    decompressor = zlib.decompressobj(wbits=31)
-    inside_member = False
-    compressed_offset = 0
-    while raw := handle.read(_COMPRESSED_READ_SIZE):
-        compressed_offset += len(raw)
-        read = len(raw)
-        while raw:
-            inside_member = True
-            try:
-                chunk = decompressor.decompress(raw)
-            except zlib.error as error:
-                raise TraceError(
-                    f"{path}: the gzip data is corrupt near compressed byte {compressed_offset} "
-                    f"({error}); check that the file was copied completely"
-                ) from None
-            raw = decompressor.unused_data
-            if decompressor.eof:
-                decompressor = zlib.decompressobj(wbits=31)
-                inside_member = False
-            yield chunk, read
-            read = 0
-    if inside_member:
-        raise TraceError(
-            f"{path}: the gzip data is truncated at compressed byte {compressed_offset}; "
-            "check that the file was copied completely"
-        )
