@@ -13,6 +13,12 @@
 #include <emmintrin.h>
 #endif
 
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline)) /* the hot readers, everywhere */
+#else
+#define ALWAYS_INLINE inline
+#endif
+
 #define JSON_MAX_DEPTH 64 /* events are 2-4 deep; deeper text goes to the general decoders */
 
 typedef struct {
@@ -60,7 +66,7 @@ static int utf8_sequence(const unsigned char *at, const unsigned char *end) {
 
 /* Read a string whose opening quote is at the cursor; leave the cursor after its closing
  * quote. 1 when valid (``*escaped`` says whether it holds a backslash escape), else 0. */
-static int read_string(Cursor *cursor, int *escaped) {
+static ALWAYS_INLINE int read_string(Cursor *cursor, int *escaped) {
     const unsigned char *at = cursor->at + 1, *end = cursor->end;
     *escaped = 0;
     for (;;) {
@@ -132,7 +138,7 @@ typedef struct {
 } Number;
 
 /* Read a number at the cursor (RFC 8259 grammar); 1 when valid, else 0. */
-static int read_number(Cursor *cursor, Number *number) {
+static ALWAYS_INLINE int read_number(Cursor *cursor, Number *number) {
     const unsigned char *at = cursor->at, *end = cursor->end;
     number->start = at;
     number->mantissa = 0;
