@@ -194,25 +194,49 @@ def rank_breakdown(
     """
     selected, window = _selected_gpu_events(trace, exclude_last_profiler_step)
     by_start = array("l", sorted(selected, key=trace.gpu.start.__getitem__))
-    busy, (computation, communication, memory) = _merged_by_class(trace.gpu, by_start)
-    span = busy.span()
-    idle = span - busy.total_length()
-    compute = computation.total_length()
+    lengths = _union_lengths(trace.gpu, by_start)
+    idle = lengths.span - lengths.busy
     return RankBreakdown(
         rank=rank,
         path=str(trace.path),
-        kernel_span_us=span,
+        kernel_span_us=lengths.span,
         idle_us=idle,
-        compute_us=compute,
-        non_compute_us=span - idle - compute,
+        compute_us=lengths.computation,
+        non_compute_us=lengths.span - idle - lengths.computation,
         gpu_events=len(selected),
-        computation_us=compute,
-        communication_us=communication.total_length(),
-        memory_us=memory.total_length(),
-        communication_overlapped_us=overlap_length(communication, computation),
+        computation_us=lengths.computation,
+        communication_us=lengths.communication,
+        memory_us=lengths.memory,
+        communication_overlapped_us=lengths.communication_overlapped,
         launches=launch_statistics(trace, by_start),
         idle_gaps=classify_idle_gaps(trace, by_start),
         window=window,
+    )
+
+
+@dataclass(frozen=True)
+class _UnionLengths:
+    """Lengths of the unions of a rank's GPU intervals (µs), without the intervals."""
+
+    span: float
+    busy: float
+    computation: float
+    communication: float
+    memory: float
+    communication_overlapped: float
+
+
+def _union_lengths(gpu: GpuEvents, by_start: Iterable[int]) -> _UnionLengths:
+    """Merge the intervals and measure them; the merged columns are freed on return, before the
+    launch and idle-gap passes allocate theirs."""
+    busy, (computation, communication, memory) = _merged_by_class(gpu, by_start)
+    return _UnionLengths(
+        span=busy.span(),
+        busy=busy.total_length(),
+        computation=computation.total_length(),
+        communication=communication.total_length(),
+        memory=memory.total_length(),
+        communication_overlapped=overlap_length(communication, computation),
     )
 
 
