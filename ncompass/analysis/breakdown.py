@@ -8,21 +8,27 @@ each class's union over ranks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ncompass.analysis.idle import IdleGaps, classify_idle_gaps
-from ncompass.analysis.intervals import intersection_length, merge_sorted, total_length
+from ncompass.analysis.intervals import IntervalColumns, overlap_length
 from ncompass.analysis.launches import LaunchStatistics, launch_statistics
 from ncompass.analysis.summary_types import RankBreakdownRow
 from ncompass.errors import TraceError
-from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace, marker_group
+from ncompass.traces.link import (
+    KERNEL_CLASSES,
+    NO_LINK,
+    GpuEvents,
+    LinkedTrace,
+    link_trace,
+    marker_group,
+)
 from ncompass.traces.parallel import map_traces
-
-_COMPUTATION, _COMMUNICATION, _MEMORY = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,9 @@ def rank_breakdown(
 ) -> RankBreakdown:
     """Break down one linked trace.
 
+    Per-event work holds compact columns (``array``), not Python lists: a 1 GB trace has half a
+    million GPU events, and a list of ints or of ``(start, end)`` tuples costs 36-100 bytes each.
+
     Args:
         trace: The linked trace of one rank.
         rank: The rank to report it as.
@@ -184,48 +193,101 @@ def rank_breakdown(
         The rank's breakdown.
     """
     selected, window = _selected_gpu_events(trace, exclude_last_profiler_step)
-    gpu = trace.gpu
-    by_start = sorted(selected, key=gpu.start.__getitem__)
-    busy = merge_sorted(_intervals(trace, by_start))
-    computation = merge_sorted(_intervals(trace, by_start, _COMPUTATION))
-    communication = merge_sorted(_intervals(trace, by_start, _COMMUNICATION))
-    memory = merge_sorted(_intervals(trace, by_start, _MEMORY))
-    span = busy[-1][1] - busy[0][0] if busy else 0.0
-    idle = span - total_length(busy)
-    compute = total_length(computation)
+    by_start = array("l", sorted(selected, key=trace.gpu.start.__getitem__))
+    lengths = _union_lengths(trace.gpu, by_start)
+    idle = lengths.span - lengths.busy
     return RankBreakdown(
         rank=rank,
         path=str(trace.path),
-        kernel_span_us=span,
+        kernel_span_us=lengths.span,
         idle_us=idle,
-        compute_us=compute,
-        non_compute_us=span - idle - compute,
+        compute_us=lengths.computation,
+        non_compute_us=lengths.span - idle - lengths.computation,
         gpu_events=len(selected),
-        computation_us=compute,
-        communication_us=total_length(communication),
-        memory_us=total_length(memory),
-        communication_overlapped_us=intersection_length(communication, computation),
+        computation_us=lengths.computation,
+        communication_us=lengths.communication,
+        memory_us=lengths.memory,
+        communication_overlapped_us=lengths.communication_overlapped,
         launches=launch_statistics(trace, by_start),
         idle_gaps=classify_idle_gaps(trace, by_start),
         window=window,
     )
 
 
-def _intervals(
-    trace: LinkedTrace, by_start: Sequence[int], kernel_class: int | None = None
-) -> Iterator[tuple[float, float]]:
-    """The GPU intervals in start order, generated one by one so none are kept."""
-    gpu = trace.gpu
+@dataclass(frozen=True)
+class _UnionLengths:
+    """Lengths of the unions of a rank's GPU intervals (µs), without the intervals."""
+
+    span: float
+    busy: float
+    computation: float
+    communication: float
+    memory: float
+    communication_overlapped: float
+
+
+def _union_lengths(gpu: GpuEvents, by_start: Iterable[int]) -> _UnionLengths:
+    """Merge the intervals and measure them; the merged columns are freed on return, before the
+    launch and idle-gap passes allocate theirs."""
+    busy, (computation, communication, memory) = _merged_by_class(gpu, by_start)
+    return _UnionLengths(
+        span=busy.span(),
+        busy=busy.total_length(),
+        computation=computation.total_length(),
+        communication=communication.total_length(),
+        memory=memory.total_length(),
+        communication_overlapped=overlap_length(communication, computation),
+    )
+
+
+def _merged_by_class(
+    gpu: GpuEvents, by_start: Iterable[int]
+) -> tuple[IntervalColumns, list[IntervalColumns]]:
+    """The union of all GPU intervals, and of each kernel class's (indexed by class code), in one
+    pass over the events in start order. Same rule as :func:`merge_sorted`: an interval that
+    starts at or before the open one's end extends it."""
+    busy = IntervalColumns()
+    classes = [IntervalColumns() for _ in KERNEL_CLASSES]
+    class_open = [False] * len(classes)
+    class_start = [0.0] * len(classes)
+    class_end = [0.0] * len(classes)
+    busy_open = False
+    busy_start = busy_end = 0.0
+    starts, durations, kernel_class = gpu.start, gpu.duration, gpu.kernel_class
     for index in by_start:
-        if kernel_class is None or gpu.kernel_class[index] == kernel_class:
-            start = gpu.start[index]
-            yield start, start + gpu.duration[index]
+        start = starts[index]
+        end = start + durations[index]
+        if busy_open and start <= busy_end:
+            if end > busy_end:
+                busy_end = end
+        else:
+            if busy_open:
+                busy.starts.append(busy_start)
+                busy.ends.append(busy_end)
+            busy_open, busy_start, busy_end = True, start, end
+        code = kernel_class[index]
+        if class_open[code] and start <= class_end[code]:
+            if end > class_end[code]:
+                class_end[code] = end
+        else:
+            if class_open[code]:
+                classes[code].starts.append(class_start[code])
+                classes[code].ends.append(class_end[code])
+            class_open[code], class_start[code], class_end[code] = True, start, end
+    if busy_open:
+        busy.starts.append(busy_start)
+        busy.ends.append(busy_end)
+    for code, columns in enumerate(classes):
+        if class_open[code]:
+            columns.starts.append(class_start[code])
+            columns.ends.append(class_end[code])
+    return busy, classes
 
 
 def _selected_gpu_events(
     trace: LinkedTrace, exclude_last_profiler_step: bool
-) -> tuple[list[int], str]:
-    everything = list(range(len(trace.gpu)))
+) -> tuple[Sequence[int], str]:
+    everything = range(len(trace.gpu))
     if not exclude_last_profiler_step:
         return everything, "all"
     step_starts = [
@@ -235,9 +297,12 @@ def _selected_gpu_events(
         return everything, "all (fewer than two ProfilerSteps)"
     cutoff = max(step_starts)
     launch_start = trace.launches.start
-    selected = [
-        index
-        for index, launch in enumerate(trace.gpu.launch)
-        if launch != NO_LINK and launch_start[launch] < cutoff
-    ]
+    selected = array(
+        "l",
+        (
+            index
+            for index, launch in enumerate(trace.gpu.launch)
+            if launch != NO_LINK and launch_start[launch] < cutoff
+        ),
+    )
     return selected, "launched before the last ProfilerStep"

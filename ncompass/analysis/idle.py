@@ -89,27 +89,38 @@ def classify_idle_gaps(trace: LinkedTrace, by_start: Sequence[int]) -> IdleGaps:
     Returns:
         The gaps, totalled as host-bound, not host-bound and unknown.
     """
-    gpu = trace.gpu
+    gpu_start, gpu_duration, gpu_launch = trace.gpu.start, trace.gpu.duration, trace.gpu.launch
+    launch_start, launch_marker = trace.launches.start, trace.launches.marker
     counts: dict[bool | None, int] = {True: 0, False: 0, None: 0}
     durations: dict[bool | None, float] = {True: 0.0, False: 0.0, None: 0.0}
     by_marker: dict[str, float] = {}
-    largest: list[tuple[float, int, IdleGap]] = []  # a min-heap of the biggest gaps
-    busy_until = float("inf")
+    marker_groups: dict[int, str] = {}  # marker index -> its group name
+    # A min-heap of the biggest gaps as (duration, next event, idle since): an IdleGap is only
+    # built for the few kept, not for each of a trace's (possibly millions of) gaps.
+    largest: list[tuple[float, int, float]] = []
+    busy_until = infinity = float("inf")
     for index in by_start:
-        start = gpu.start[index]
+        start = gpu_start[index]
         if start > busy_until:
-            gap = _gap(trace, busy_until, index)
-            counts[gap.host_bound] += 1
-            durations[gap.host_bound] += gap.duration
-            if gap.host_bound and gap.marker is not None:
-                by_marker[gap.marker] = by_marker.get(gap.marker, 0.0) + gap.duration
-            entry = (gap.duration, index, gap)
+            duration = start - busy_until
+            launch = gpu_launch[index]
+            host_bound = None if launch == NO_LINK else launch_start[launch] >= busy_until
+            counts[host_bound] += 1
+            durations[host_bound] += duration
+            if host_bound and launch_marker[launch] != NO_LINK:
+                marker_index = launch_marker[launch]
+                marker = marker_groups.get(marker_index)
+                if marker is None:
+                    marker = marker_group(trace.markers[marker_index].name)
+                    marker_groups[marker_index] = marker
+                by_marker[marker] = by_marker.get(marker, 0.0) + duration
+            entry = (duration, index, busy_until)
             if len(largest) < _LARGEST_KEPT:
                 heapq.heappush(largest, entry)
-            elif _size_then_index(entry) > _size_then_index(largest[0]):
+            elif entry > largest[0]:  # indices differ: the third item is never compared
                 heapq.heapreplace(largest, entry)
-        end = start + gpu.duration[index]
-        if end > busy_until or busy_until == float("inf"):
+        end = start + gpu_duration[index]
+        if end > busy_until or busy_until == infinity:
             busy_until = end
     return IdleGaps(
         count=sum(counts.values()),
@@ -120,13 +131,17 @@ def classify_idle_gaps(trace: LinkedTrace, by_start: Sequence[int]) -> IdleGaps:
         not_host_bound_us=durations[False],
         unknown_count=counts[None],
         unknown_us=durations[None],
-        largest=tuple(entry[2] for entry in sorted(largest, key=_size_then_index, reverse=True)),
+        largest=tuple(
+            _gap(trace, idle_since, index) for _, index, idle_since in sorted(largest, reverse=True)
+        ),
         host_bound_us_by_marker=dict(sorted(by_marker.items(), key=lambda item: -item[1])),
     )
 
 
-def _size_then_index(entry: tuple[float, int, IdleGap]) -> tuple[float, int]:
-    return entry[0], entry[1]
+def _marker_name(trace: LinkedTrace, launch: int) -> str | None:
+    """The group name of the marker a launch ran in, when it ran in one."""
+    marker = trace.launches.marker[launch]
+    return None if marker == NO_LINK else marker_group(trace.markers[marker].name)
 
 
 def _gap(trace: LinkedTrace, idle_since: float, next_index: int) -> IdleGap:
@@ -136,9 +151,7 @@ def _gap(trace: LinkedTrace, idle_since: float, next_index: int) -> IdleGap:
     marker_name: str | None = None
     if launch != NO_LINK:
         host_bound = trace.launches.start[launch] >= idle_since
-        marker = trace.launches.marker[launch]
-        if marker != NO_LINK:
-            marker_name = marker_group(trace.markers[marker].name)
+        marker_name = _marker_name(trace, launch)
     return IdleGap(
         start=trace.origin_us + idle_since,
         duration=gpu.start[next_index] - idle_since,

@@ -2,9 +2,41 @@
 
 from __future__ import annotations
 
+import operator
+from array import array
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 Interval = tuple[float, float]
+
+
+@dataclass
+class IntervalColumns:
+    """Disjoint intervals sorted by start, as two columns of floats: 16 bytes an interval, where
+    a list of ``(start, end)`` tuples costs about 100 (a trace can hold millions)."""
+
+    starts: array[float] = field(default_factory=lambda: array("d"))
+    ends: array[float] = field(default_factory=lambda: array("d"))
+
+    @classmethod
+    def of(cls, disjoint: Iterable[Interval]) -> IntervalColumns:
+        """Columns of ``(start, end)`` pairs already disjoint and sorted."""
+        columns = cls()
+        for start, end in disjoint:
+            columns.starts.append(start)
+            columns.ends.append(end)
+        return columns
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def span(self) -> float:
+        """First start to last end (0.0 when empty)."""
+        return self.ends[-1] - self.starts[0] if self.starts else 0.0
+
+    def total_length(self) -> float:
+        """Sum of the lengths, added in the same order as :func:`total_length`."""
+        return sum(map(operator.sub, self.ends, self.starts), 0.0)
 
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
@@ -52,14 +84,21 @@ def total_length(disjoint: Iterable[Interval]) -> float:
 
 def intersection_length(first: Sequence[Interval], second: Sequence[Interval]) -> float:
     """Length of the overlap of two sorted lists of disjoint intervals."""
+    return overlap_length(IntervalColumns.of(first), IntervalColumns.of(second))
+
+
+def overlap_length(first: IntervalColumns, second: IntervalColumns) -> float:
+    """Length of the overlap of two sets of disjoint intervals held as columns."""
+    first_starts, first_ends = first.starts, first.ends
+    second_starts, second_ends = second.starts, second.ends
     total = 0.0
     i = j = 0
-    while i < len(first) and j < len(second):
-        start = max(first[i][0], second[j][0])
-        end = min(first[i][1], second[j][1])
+    while i < len(first_starts) and j < len(second_starts):
+        start = max(first_starts[i], second_starts[j])
+        end = min(first_ends[i], second_ends[j])
         if end > start:
             total += end - start
-        if first[i][1] < second[j][1]:
+        if first_ends[i] < second_ends[j]:
             i += 1
         else:
             j += 1

@@ -60,29 +60,35 @@ def launch_statistics(trace: LinkedTrace, selected: Sequence[int]) -> LaunchStat
     Returns:
         The statistics.
     """
-    gpu = trace.gpu
-    launches = trace.launches
+    gpu_launch, gpu_start, gpu_duration = trace.gpu.launch, trace.gpu.start, trace.gpu.duration
+    launch_start, launch_duration = trace.launches.start, trace.launches.duration
     # Compact columns: a trace can hold millions of launches.
     delays = array("d")
     cpu_durations = array("d")
     gpu_durations = array("d")
     shorter = 0
     for index in selected:
-        launch = gpu.launch[index]
+        launch = gpu_launch[index]
         if launch == NO_LINK:
             continue
-        gpu_duration = gpu.duration[index]
-        cpu_duration = launches.duration[launch]
-        delays.append(gpu.start[index] - launches.start[launch])
-        cpu_durations.append(cpu_duration)
-        gpu_durations.append(gpu_duration)
-        if gpu_duration < cpu_duration:
+        gpu_duration_us = gpu_duration[index]
+        cpu_duration_us = launch_duration[launch]
+        delays.append(gpu_start[index] - launch_start[launch])
+        cpu_durations.append(cpu_duration_us)
+        gpu_durations.append(gpu_duration_us)
+        if gpu_duration_us < cpu_duration_us:
             shorter += 1
+    linked = len(delays)
+    # One distribution at a time, each column freed after it: sorting one builds a list of floats.
+    launch_delay_us = Distribution.of(delays)
+    del delays
+    launch_cpu_us = Distribution.of(cpu_durations)
+    del cpu_durations
     return LaunchStatistics(
         gpu_events=len(selected),
-        linked=len(delays),
-        launch_delay_us=Distribution.of(delays),
-        launch_cpu_us=Distribution.of(cpu_durations),
+        linked=linked,
+        launch_delay_us=launch_delay_us,
+        launch_cpu_us=launch_cpu_us,
         gpu_duration_us=Distribution.of(gpu_durations),
         shorter_than_launch=shorter,
     )
