@@ -19,8 +19,8 @@ ns-resolution timestamps to whole microseconds is turned off (``HTA_DISABLE_NS_R
 which also makes HTA faster. ``--huge`` adds 250 MB, 500 MB and 1 GB traces, gzip and plain
 (ncompass only; goals: <= 4 CPU s per GB of JSON on one core, peak <= 300 MB at 1 GB), each
 plain one also read in two parts on two cores (``--jobs 2``).
-"ncompass" folds in C (``ncompass/traces/_fold.c``), "ncompass-python" is ncompass with the
-extension hidden (the Python fold of msgspec structs), "ncompass-dicts" with ``msgspec`` hidden
+"ncompass" reads events from the JSON text and folds them in C (``ncompass/traces/_fold.c``),
+"ncompass-python" is ncompass with the extension hidden (the Python fold of msgspec structs), "ncompass-dicts" with ``msgspec`` hidden
 too (one dict per event), and ``--decoders`` times the candidate JSON decoders on the anchor's
 event array in this process.
 """
@@ -305,13 +305,14 @@ def report_decoders(trace: Path, runs: int) -> None:
 
     text = gzip.decompress(trace.read_bytes())
     events = text[text.index(b"[", text.index(b'"traceEvents"')) : text.rindex(b"]") + 1]
-    from ncompass.traces._decode import decode_link_events
+    from ncompass.traces._decode import decode_link_events, decode_link_structs
 
     candidates = {
         "json (stdlib), dicts": json.loads,
         "orjson, dicts": orjson.loads,
         "msgspec, untyped dicts": msgspec.json.Decoder().decode,
-        "msgspec, LinkEvent structs": decode_link_events,
+        "msgspec, LinkEvent structs": decode_link_structs,
+        "ncompass C, event records": decode_link_events,
     }
     print(f"decoding the anchor's {len(events) / 1e6:.0f} MB event array (CPU s, median):")
     for label, decode in candidates.items():
