@@ -20,9 +20,9 @@ which also makes HTA faster. ``--huge`` adds 250 MB, 500 MB and 1 GB traces, gzi
 (ncompass only; goals: <= 4 CPU s per GB of JSON on one core, peak <= 300 MB at 1 GB), each
 plain one also read in two parts on two cores (``--jobs 2``).
 "ncompass" reads events from the JSON text and folds them in C (``ncompass/traces/_fold.c``),
-"ncompass-python" is ncompass with the extension hidden (the Python fold of msgspec structs), "ncompass-dicts" with ``msgspec`` hidden
-too (one dict per event), and ``--decoders`` times the candidate JSON decoders on the anchor's
-event array in this process.
+"ncompass-python" is ncompass with the extension hidden (the Python fold of msgspec structs),
+"ncompass-dicts" with ``msgspec`` hidden too (one dict per event), and ``--decoders`` times
+the candidate JSON decoders on the anchor's event array in this process.
 """
 
 from __future__ import annotations
