@@ -111,7 +111,9 @@ def compare_command(
         ncompass compare base-*.json -- new-*.json --fail-if-slower 5%
     """
     from ncompass.analysis.comparison import check_slowdown, compare, parse_threshold
+    from ncompass.cli._report_file import write_report
     from ncompass.errors import NcompassError
+    from ncompass.overwrite_guard import refuse_overwriting_inputs
 
     after_count = ctx.meta.get("compare.after_count", 0)
     if marker is not None and threshold_text is None:
@@ -124,10 +126,12 @@ def compare_command(
         raise NcompassError(
             "compare needs at least one trace on each side: ncompass compare BEFORE... -- AFTER..."
         )
+    if html_path is not None:
+        refuse_overwriting_inputs(html_path, traces)
     comparison = compare(before, after, noise=noise)
     gate = check_slowdown(comparison, threshold, marker) if threshold is not None else None
     if html_path is not None:
-        _write_text(html_path, comparison.to_html())
+        write_report(html_path, comparison.to_html(), traces)
         click.echo(f"wrote {html_path}", err=True)
     if as_json:
         values: dict[str, Any] = comparison.to_dict()
@@ -157,13 +161,3 @@ def _traces_only(paths: tuple[Path, ...]) -> list[Path]:
     if skipped:
         click.echo(f"skipped {', '.join(skipped)}: marker manifests, not traces", err=True)
     return kept
-
-
-def _write_text(path: Path, text: str) -> None:
-    from ncompass.errors import NcompassError
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise NcompassError(f"{path}: cannot write ({error.strerror})") from None

@@ -64,6 +64,7 @@ def validate_command(specs: tuple[Path, ...], paths: tuple[str, ...]) -> None:
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 def migrate_command(old: Path, output: Path, force: bool) -> None:
     """Convert a version 0 spec (the seed SDK's JSON/dict shape) to a version 1 YAML file."""
+    from ncompass.cli._report_file import write_report
     from ncompass.overwrite_guard import refuse_overwriting_inputs
     from ncompass.spec.models import RewriteConfig
 
@@ -71,7 +72,7 @@ def migrate_command(old: Path, output: Path, force: bool) -> None:
     config = RewriteConfig.from_yaml(old)
     if output.exists() and not force:
         raise SpecError(f"{output} exists; choose another name or pass --force to replace it")
-    output.write_text(config.to_yaml(), encoding="utf-8")
+    write_report(output, config.to_yaml(), [old])
     markers = sum(t.marker_count() for t in config.targets)
     click.echo(
         f"wrote {output}: version 1, {_count(len(config.targets), 'target')}, "

@@ -48,6 +48,7 @@ def summarize_command(
     Several TRACES (the ranks of one job, or repeated runs) give one combined report: the
     ranks side by side, the slowest one named, and the top markers and kernels per rank.
     """
+    from ncompass.cli._report_file import write_report
     from ncompass.overwrite_guard import refuse_overwriting_inputs
 
     if len(traces) > 1:
@@ -62,7 +63,7 @@ def summarize_command(
     if html_path is not None:
         from ncompass.analysis.html_page import render_html
 
-        _write_text(html_path, render_html(summary, top=top))
+        write_report(html_path, render_html(summary, top=top), [trace])
         click.echo(f"wrote {html_path}", err=True)
     if as_json:
         click.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
@@ -74,6 +75,7 @@ def _summarize_several(
     traces: tuple[Path, ...], *, as_json: bool, top: int, html_path: Path | None, jobs: int | None
 ) -> None:
     from ncompass.analysis.ranks import summarize_traces
+    from ncompass.cli._report_file import write_report
     from ncompass.overwrite_guard import refuse_overwriting_inputs
 
     if html_path is not None:
@@ -82,7 +84,7 @@ def _summarize_several(
     if html_path is not None:
         from ncompass.analysis.ranks_page import render_ranks_html
 
-        _write_text(html_path, render_ranks_html(summary))
+        write_report(html_path, render_ranks_html(summary), traces)
         click.echo(f"wrote {html_path}", err=True)
     if as_json:
         click.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
@@ -204,13 +206,3 @@ def merge_command(traces: tuple[Path, ...], output: Path, jobs: int | None) -> N
 
     written = merge_traces(traces, output, jobs=jobs)
     click.echo(f"wrote {written}", err=True)
-
-
-def _write_text(path: Path, text: str) -> None:
-    from ncompass.errors import NcompassError
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise NcompassError(f"{path}: cannot write ({error.strerror})") from None

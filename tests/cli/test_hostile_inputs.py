@@ -205,6 +205,39 @@ def test_summarize_html_refuses_to_replace_the_trace(trace: Path) -> None:
     assert trace.read_bytes() == before
 
 
+def test_summarize_of_several_traces_refuses_to_replace_one(trace: Path) -> None:
+    second = trace.with_name("rank1.json.gz")
+    shutil.copyfile(shared_trace("trace_filter").with_name("sampled_rank-1.json.gz"), second)
+    before = second.read_bytes()
+    code, stderr = run("summarize", trace, second, "--html", second)
+    assert_refused(code, stderr, "is an input")
+    assert second.read_bytes() == before
+
+
+def test_compare_html_refuses_to_replace_either_side(trace: Path) -> None:
+    after = trace.with_name("after.json.gz")
+    shutil.copyfile(trace, after)
+    before_bytes = trace.read_bytes()
+    for output in (trace, after):
+        code, stderr = run("compare", trace, "--", after, "--html", output)
+        assert_refused(code, stderr, "is an input")
+        assert output.read_bytes() == before_bytes
+
+
+def test_compare_html_to_another_file_is_written_whole(trace: Path) -> None:
+    after = trace.with_name("after.json.gz")
+    shutil.copyfile(trace, after)
+    page = trace.with_name("compare.html")
+    code, stderr = run("compare", trace, "--", after, "--html", page)
+    assert code == 0, stderr
+    assert page.read_text(encoding="utf-8").rstrip().endswith("</html>")
+    assert sorted(p.name for p in trace.parent.iterdir()) == [
+        "after.json.gz",
+        "compare.html",
+        "run.json.gz",
+    ]
+
+
 def test_convert_refuses_to_replace_the_report(tmp_path: Path) -> None:
     report = tmp_path / "run.sqlite"
     report.write_bytes(b"SQLite format 3\x00" + bytes(100))
