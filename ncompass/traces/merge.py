@@ -82,7 +82,7 @@ def merge_traces(
     header["displayTimeUnit"] = "ms"
     header["mergedRanks"] = [{"rank": plan.rank, "path": str(plan.path)} for plan in plans]
     with TraceWriter(output_path, metadata=header) as writer:
-        if worker_count(jobs, len(plans)) <= 1:
+        if worker_count(jobs, paths) <= 1:  # small inputs: starting workers costs more
             for plan in plans:
                 for batch in TraceReader(plan.path, progress=progress).batches():
                     writer.write_many(_rewrite(plan, batch))

@@ -68,6 +68,19 @@ def test_shared_two_rank_job_merges_into_one_valid_trace(tmp_path: Path) -> None
     assert {e["pid"] for e in merged["traceEvents"]} == {0, 1}
 
 
+def test_small_ranks_merge_in_this_process_when_no_jobs_are_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ranks = [shared_trace("trace_filter").with_name(f"sampled_rank-{n}.json.gz") for n in (0, 1)]
+    expected = merge_traces(ranks, tmp_path / "one.json", jobs=1).read_bytes()
+
+    def no_workers(*args: object, **kwargs: object) -> None:
+        raise AssertionError("workers were started for two 120 kB ranks")
+
+    monkeypatch.setattr("ncompass.traces.merge.map_traces", no_workers)
+    assert merge_traces(ranks, tmp_path / "default.json", jobs=None).read_bytes() == expected
+
+
 def test_empty_traces_merge_into_an_empty_valid_trace(tmp_path: Path) -> None:
     source = tmp_path / "empty.json"
     source.write_text('{"traceEvents": []}')
