@@ -10,7 +10,7 @@ from typing import Any, Literal, cast
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.markdown_report import compiled_headline
-from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT, timeline_svg
+from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT, timeline_svg
 from ncompass.analysis.summary_types import (
     BottleneckRow,
     BreakdownRow,
@@ -21,32 +21,6 @@ from ncompass.analysis.summary_types import (
     StructuredSummary,
     Summary,
     Timeline,
-)
-
-_COLOURS = {
-    "computation": "#2f7ed8",
-    "non_compute": "#f28f43",
-    "idle_host": "#c42525",
-    "idle_other": "#bbbbbb",
-    "cpu": "#6a51a3",
-    "gpu": "#31a354",
-}
-_CSS = " ".join(
-    (
-        "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222;",
-        "padding:0 1rem} h1{font-size:1.5rem}",
-        "h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}",
-        "table{border-collapse:collapse;font-size:.85rem;width:100%}",
-        "td,th{border-bottom:1px solid #eee;padding:.25rem .5rem;text-align:right}",
-        "td:first-child,th:first-child{text-align:left;font-family:ui-monospace,monospace;",
-        "word-break:break-all} .sev-high{color:#c42525;font-weight:600}",
-        ".sev-medium{color:#d9822b;font-weight:600} .sev-low{color:#666}",
-        ".evidence{color:#555;font-size:.8rem}",
-        ".legend span{display:inline-block;margin-right:1rem;font-size:.85rem}",
-        ".swatch{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;",
-        "vertical-align:middle} svg text{font-family:system-ui,sans-serif;font-size:12px}",
-        SORTABLE_CSS,
-    )
 )
 
 
@@ -80,7 +54,7 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{escape(title)}</title><style>{REPORT_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f"<p>Rank {trace['rank']} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
         f"{trace['markers']} marker ranges · "
@@ -130,10 +104,10 @@ def _breakdown_chart(breakdown: BreakdownRow) -> str:
     span = breakdown["kernel_span_us"]
     host_bound = breakdown["idle_gaps"]["host_bound_us"]
     segments = [
-        ("Computation", breakdown["compute_us"], _COLOURS["computation"]),
-        ("Communication / memory", breakdown["non_compute_us"], _COLOURS["non_compute"]),
-        ("Idle, waiting for host", host_bound, _COLOURS["idle_host"]),
-        ("Idle, other", max(0.0, breakdown["idle_us"] - host_bound), _COLOURS["idle_other"]),
+        ("Computation", breakdown["compute_us"], COLOURS["computation"]),
+        ("Communication / memory", breakdown["non_compute_us"], COLOURS["non_compute"]),
+        ("Idle, waiting for host", host_bound, COLOURS["idle_host"]),
+        ("Idle, other", max(0.0, breakdown["idle_us"] - host_bound), COLOURS["idle_other"]),
     ]
     width, height = 1000, 40
     x = 0.0
@@ -183,17 +157,17 @@ def _marker_chart(markers: Sequence[MarkerRow], has_gpu: bool) -> str:
             length = bar_width * value / longest
             rows.append(
                 f'<rect x="{label_width}" y="{y + offset}" width="{length:.2f}" height="12" '
-                f'fill="{_COLOURS[colour]}"><title>{colour.upper()} {format_duration(value)}'
+                f'fill="{COLOURS[colour]}"><title>{colour.upper()} {format_duration(value)}'
                 f"</title></rect>"
                 f'<text x="{label_width + length + 4:.2f}" y="{y + offset + 10}">'
                 f"{format_duration(value)}</text>"
             )
     height = row * len(markers)
     legend = (
-        f'<p class="legend"><span><i class="swatch" style="background:{_COLOURS["cpu"]}"></i>'
+        f'<p class="legend"><span><i class="swatch" style="background:{COLOURS["cpu"]}"></i>'
         "CPU time (inclusive)</span>"
         + (
-            f'<span><i class="swatch" style="background:{_COLOURS["gpu"]}"></i>'
+            f'<span><i class="swatch" style="background:{COLOURS["gpu"]}"></i>'
             "GPU time of the kernels launched inside</span>"
             if has_gpu
             else ""

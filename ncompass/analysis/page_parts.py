@@ -1,4 +1,5 @@
-"""Pieces the HTML reports share: sortable tables (inline CSS and script) and the timeline SVG."""
+"""Pieces the HTML reports share: the report style and colours, sortable tables (inline CSS and
+script) and the timeline SVG."""
 
 from __future__ import annotations
 
@@ -15,6 +16,35 @@ SORTABLE_CSS = (
 TIMELINE_CSS = (
     "svg text{font-family:system-ui,sans-serif;font-size:12px} .legend{color:#555;font-size:.85rem}"
 )
+# The breakdown, timeline and legend colours of every report.
+COLOURS = {
+    "lane": "#2f7ed8",
+    "computation": "#2f7ed8",
+    "non_compute": "#f28f43",
+    "idle_host": "#c42525",
+    "idle_other": "#bbbbbb",
+    "cpu": "#6a51a3",
+    "gpu": "#31a354",
+}
+# The style of the summary and rank reports (compare's page has its own, lighter one).
+REPORT_CSS = " ".join(
+    (
+        "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222;",
+        "padding:0 1rem} h1{font-size:1.5rem}",
+        "h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}",
+        "table{border-collapse:collapse;font-size:.85rem;width:100%}",
+        "td,th{border-bottom:1px solid #eee;padding:.25rem .5rem;text-align:right}",
+        "td:first-child,th:first-child{text-align:left;font-family:ui-monospace,monospace;",
+        "word-break:break-all} .sev-high{color:#c42525;font-weight:600}",
+        ".sev-medium{color:#d9822b;font-weight:600} .sev-low{color:#666}",
+        ".evidence{color:#555;font-size:.8rem}",
+        ".legend span{display:inline-block;margin-right:1rem;font-size:.85rem}",
+        ".swatch{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;",
+        "vertical-align:middle} svg text{font-family:system-ui,sans-serif;font-size:12px}",
+        SORTABLE_CSS,
+    )
+)
+
 # Click a header to sort by it; numbers sort by their data-sort value, text by its content.
 SORTABLE_SCRIPT = """
 document.querySelectorAll("table.sortable th").forEach(function (header, column) {
@@ -39,7 +69,6 @@ _LABEL_WIDTH = 200
 _PLOT_WIDTH = 780
 _BUSY_HEIGHT = 60
 _LANE_HEIGHT = 22
-_COLOURS = {"gpu": "#31a354", "cpu": "#6a51a3", "lane": "#2f7ed8"}
 
 
 def timeline_svg(timeline: Mapping[str, Any]) -> str:
@@ -66,7 +95,7 @@ def timeline_svg(timeline: Mapping[str, Any]) -> str:
         f'<text x="{_LABEL_WIDTH - 8}" y="{_BUSY_HEIGHT / 2 + 4}" text-anchor="end">{label}</text>',
         f'<rect x="{_LABEL_WIDTH}" y="0" width="{_PLOT_WIDTH}" height="{_BUSY_HEIGHT}" '
         'fill="#f4f4f4"/>',
-        _area(busy, step, _COLOURS[source]),
+        _area(busy, step, COLOURS[source]),
     ]
     for position, lane in enumerate(lanes):
         y = _BUSY_HEIGHT + 8 + position * _LANE_HEIGHT
@@ -80,7 +109,7 @@ def timeline_svg(timeline: Mapping[str, Any]) -> str:
         parts.extend(
             f'<rect x="{_LABEL_WIDTH + first * step:.1f}" y="{y + 3}" '
             f'width="{max(1.0, (last - first) * step):.1f}" height="{_LANE_HEIGHT - 6}" '
-            f'fill="{_COLOURS["lane"]}"><title>{escape(title)}</title></rect>'
+            f'fill="{COLOURS["lane"]}"><title>{escape(title)}</title></rect>'
             for first, last in lane["ranges"]
         )
     axis = height - 6

@@ -6,8 +6,7 @@ from html import escape
 
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
-from ncompass.analysis.html_page import _COLOURS, _CSS
-from ncompass.analysis.page_parts import SORTABLE_SCRIPT
+from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT
 from ncompass.analysis.ranks import RankRow, RanksSummary, SpreadRow, slowest_sentence
 
 _LABEL_WIDTH, _PLOT_WIDTH, _ROW = 120, 860, 24
@@ -30,7 +29,7 @@ def render_ranks_html(summary: RanksSummary) -> str:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{escape(title)}</title><style>{REPORT_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f"<p>{escape(slowest_sentence(structured['slowest'], label).replace('**', ''))}</p>",
         *([f"<h2>GPU time per {label}</h2>", _ranks_chart(ranks, label)] if has_gpu else []),
@@ -61,10 +60,10 @@ def _ranks_chart(ranks: list[RankRow], label: str) -> str:
         y = position * _ROW
         host_bound = row["host_bound_idle_us"]
         segments = [
-            ("Computation", row["compute_us"], _COLOURS["computation"]),
-            ("Communication / memory", row["non_compute_us"], _COLOURS["non_compute"]),
-            ("Idle, waiting for host", host_bound, _COLOURS["idle_host"]),
-            ("Idle, other", max(0.0, row["idle_us"] - host_bound), _COLOURS["idle_other"]),
+            ("Computation", row["compute_us"], COLOURS["computation"]),
+            ("Communication / memory", row["non_compute_us"], COLOURS["non_compute"]),
+            ("Idle, waiting for host", host_bound, COLOURS["idle_host"]),
+            ("Idle, other", max(0.0, row["idle_us"] - host_bound), COLOURS["idle_other"]),
         ]
         rows.append(
             f'<text x="{_LABEL_WIDTH - 8}" y="{y + 16}" text-anchor="end">'
@@ -81,7 +80,7 @@ def _ranks_chart(ranks: list[RankRow], label: str) -> str:
                 )
             x += width
     legend = "".join(
-        f'<span><i class="swatch" style="background:{_COLOURS[key]}"></i>{escape(name)}</span>'
+        f'<span><i class="swatch" style="background:{COLOURS[key]}"></i>{escape(name)}</span>'
         for key, name in (
             ("computation", "Computation"),
             ("non_compute", "Communication / memory"),
