@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 
+LOOPBACK = "127.0.0.1"
+"""Where services listen and clusters start unless told otherwise: this machine only."""
+
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` (a name or an IP address, without brackets) is only reachable from
@@ -16,4 +19,4 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-__all__ = ["is_loopback"]
+__all__ = ["LOOPBACK", "is_loopback"]

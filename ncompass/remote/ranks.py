@@ -30,6 +30,7 @@ from types import FrameType
 from typing import IO
 
 from ncompass import environment_variables
+from ncompass._net import LOOPBACK
 from ncompass.remote.manifest import NodeManifest, RankRecord, node_folder
 from ncompass.remote.pack import (
     PackError,
@@ -42,7 +43,6 @@ from ncompass.remote.pack import (
 # the rank's entry point (``python -m ncompass`` with its signal handling; see remote/rank.py)
 RANK_MODULE = "ncompass._rank_main"
 RUN_FOLDER = "run"
-LOOPBACK = "127.0.0.1"
 FAILURE_GRACE_ENV = environment_variables.NCOMPASS_REMOTE_FAILURE_GRACE_S
 DEFAULT_FAILURE_GRACE_S = 5.0
 STOP_TIMEOUT_S = 30.0

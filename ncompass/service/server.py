@@ -9,12 +9,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ncompass._net import is_loopback
+from ncompass._net import LOOPBACK, is_loopback
 from ncompass.analysis.providers.base import AnalysisProvider
 from ncompass.errors import NcompassError
 from ncompass.service.limits import ServiceLimits
-
-LOOPBACK = "127.0.0.1"
 
 
 class ServiceStartError(NcompassError):
