@@ -16,6 +16,10 @@ from ncompass.errors import TraceError
 from ncompass.traces.events import Event
 
 _GZIP_LEVEL = 6  # zlib's default: near-best size at a few times the speed of level 9
+# The compressor is fed blocks of this size (the last one shorter), whatever the writes were:
+# zlib-ng's output depends on how its input was cut, and the same events must give the same
+# file however they were written (``merge --jobs``). Below glibc's mmap threshold (128 KiB).
+_GZIP_BLOCK = 64 << 10
 
 
 class TraceWriter:
@@ -42,10 +46,13 @@ class TraceWriter:
             raw = open(self._partial, "wb")  # noqa: SIM115 - closed in close()
         except OSError as error:
             raise TraceError(f"{self.path}: cannot write the trace ({error.strerror})") from None
-        self._stream: IO[bytes] | gzip.GzipFile = raw
+        self._stream: IO[bytes] | _Blocks = raw
         if self.path.name.endswith(".gz"):
-            self._stream = _gzip_file_class()(
-                filename="", mode="wb", fileobj=raw, compresslevel=_GZIP_LEVEL, mtime=0
+            self._stream = _Blocks(
+                _gzip_file_class()(
+                    filename="", mode="wb", fileobj=raw, compresslevel=_GZIP_LEVEL, mtime=0
+                ),
+                _GZIP_BLOCK,
             )
         self._raw = raw
         header = {key: value for key, value in (metadata or {}).items() if key != "traceEvents"}
@@ -118,6 +125,33 @@ class TraceWriter:
                 self.close()
         else:
             self.discard()
+
+
+class _Blocks:
+    """A write-only stream that passes on what it is given in blocks of ``size`` bytes."""
+
+    def __init__(self, stream: gzip.GzipFile, size: int) -> None:
+        self._stream = stream
+        self._size = size
+        self._pending = bytearray()
+
+    def write(self, data: bytes) -> None:
+        pending = self._pending
+        pending += data
+        whole = len(pending) - len(pending) % self._size
+        if not whole:
+            return
+        with memoryview(pending) as view:
+            for start in range(0, whole, self._size):
+                self._stream.write(view[start : start + self._size])
+        del pending[:whole]
+
+    def close(self) -> None:
+        """Pass on the last, shorter block and close the stream."""
+        if self._pending:
+            self._stream.write(bytes(self._pending))
+            self._pending.clear()
+        self._stream.close()
 
 
 def _gzip_file_class() -> type[gzip.GzipFile]:

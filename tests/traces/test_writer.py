@@ -46,3 +46,29 @@ def test_unwritable_destination_is_a_trace_error(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(TraceError, match="cannot write the trace"):
         TraceWriter(blocker / "out.json")
+
+
+def test_the_same_events_give_the_same_gzip_bytes_however_they_are_written(
+    tmp_path: Path,
+) -> None:
+    events = [
+        {"ph": "X", "name": f"op{index % 97}", "pid": 1, "tid": index % 3, "ts": index, "dur": 2}
+        for index in range(20_000)
+    ]  # about 1.5 MB of JSON: many compressor blocks
+    encoded = b",\n".join(json.dumps(event, separators=(",", ":")).encode() for event in events)
+
+    with TraceWriter(tmp_path / "whole.json.gz") as writer:
+        writer.write_many(events)
+    with TraceWriter(tmp_path / "one_by_one.json.gz") as writer:
+        for event in events:
+            writer.write(event)
+    with TraceWriter(tmp_path / "encoded.json.gz") as writer:
+        writer.write_many(events[:7])
+        rest = b",\n".join(encoded.split(b",\n")[7:])
+        writer.write_encoded((rest[i : i + 100_003] for i in range(0, len(rest), 100_003)), 19_993)
+
+    files = [tmp_path / name for name in ("whole", "one_by_one", "encoded")]
+    contents = [path.with_suffix(".json.gz").read_bytes() for path in files]
+    assert json.loads(gzip.decompress(contents[0]))["traceEvents"] == events
+    assert contents[1] == contents[0]
+    assert contents[2] == contents[0]
