@@ -169,3 +169,35 @@ def test_escaped_and_odd_values_fold_in_python_in_file_order(tmp_path: Path) -> 
     assert trace.threads == [(2**70, 7), ("p", "t"), (0, 7)]
     assert list(trace.gpu.correlation) == [3, 5]
     assert list(trace.gpu.bytes) == [0, 1]  # True counts as 1, as isinstance(True, int) says
+
+
+# Found by fuzzing the reader under AddressSanitizer (tests/traces/fuzz_event_text.py).
+
+MARKER = '{"ph":"X","cat":"user_annotation","name":"step","pid":1,"tid":1,"ts":%s,"dur":%s}'
+
+
+def linked(batches: list[Any], collector: Any = None) -> Any:
+    collector = collector or _collector.Collector(_collector.LinkedTrace(Path("t.json")))
+    for batch in batches:
+        collector.add(batch)
+    return collector.finish()
+
+
+def test_a_batch_keeps_its_own_list_of_the_events_decoded_in_python() -> None:
+    # The fold indexed the list the decoder returned: a decoder that kept it and changed it
+    # afterwards made the fold read out of its bounds (a NULL item array once cleared).
+    kept: list[Any] = []
+
+    def decode(text: bytes) -> Any:
+        events = _decode.decode_link_structs(text)
+        kept.append(events)
+        return events
+
+    text = f"[{MARKER % (0, 10)}, {OP % (1, 2)}, {MARKER % (3, 4)}, {OP % (5, 1)}]"
+    batch = fold.parse_events(text.encode(), decode)
+    assert type(batch) is fold.EventText and len(kept[0]) == 2
+    kept[0].clear()
+    trace = linked([[batch]])
+    assert [marker.name for marker in trace.markers] == ["step", "step"]
+    assert trace.cpu_operators["op"].calls == 2
+
