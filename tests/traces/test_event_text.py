@@ -201,3 +201,60 @@ def test_a_batch_keeps_its_own_list_of_the_events_decoded_in_python() -> None:
     assert [marker.name for marker in trace.markers] == ["step", "step"]
     assert trace.cpu_operators["op"].calls == 2
 
+
+def test_a_python_fold_that_drops_the_batches_does_not_free_them_under_the_fold() -> None:
+    # The Folder held the batch it was folding by a borrowed reference while the Python fold
+    # ran: a Python fold that dropped the caller's list freed the batch and its text (a
+    # use-after-free ASan reported; a normal build read freed memory).
+    text = f"[{MARKER % (0, 10)}, {OP % (1, 2)}, {MARKER % (3, 4)}, {OP % (5, 1)}]".encode()
+    expected = linked([[fold.parse_events(text, _decode.decode_link_structs)]])
+    events = [fold.parse_events(text, _decode.decode_link_structs)]
+    collector = _collector.Collector(_collector.LinkedTrace(Path("t.json")))
+
+    def fold_and_drop(pending: list[Any]) -> None:
+        collector._add_in_python(pending)
+        events.clear()
+
+    collector._folder = fold.Folder(
+        collector,
+        collector.trace,
+        _decode.link_event_type,
+        _decode.link_args_type,
+        fold_and_drop,
+        collector._new_operator,
+        collector._kernel_class_of,
+    )
+    trace = linked([events], collector)
+    assert trace.markers == expected.markers
+    assert trace.cpu_operators == expected.cpu_operators
+    assert trace.event_counts == expected.event_counts == {"X": 4}
+
+
+def test_folding_into_a_folder_while_it_folds_is_refused() -> None:
+    # A callback that folded into the same Folder grew its table of names under the fold in
+    # progress, which points into it (a use-after-free ASan reported): now an error.
+    names = ",".join(OP.replace('"op"', f'"op{index}"') % (index, 1) for index in range(300))
+    batch = fold.parse_events(f"[{names}]".encode(), _decode.decode_link_structs)
+    collector = _collector.Collector(_collector.LinkedTrace(Path("t.json")))
+    refused: list[str] = []
+
+    def new_operator(name: str) -> Any:
+        try:
+            collector._folder.fold([batch])
+        except RuntimeError as error:
+            refused.append(str(error))
+        return collector._new_operator(name)
+
+    collector._folder = fold.Folder(
+        collector,
+        collector.trace,
+        _decode.link_event_type,
+        _decode.link_args_type,
+        collector._add_in_python,
+        new_operator,
+        collector._kernel_class_of,
+    )
+    trace = linked([[batch]], collector)
+    assert refused == ["fold() was called again while folding"] * 300
+    assert len(trace.cpu_operators) == 300 and trace.event_counts == {"X": 300}
+
