@@ -408,6 +408,11 @@ static PyObject *parse_events(PyObject *Py_UNUSED(module), PyObject *args) {
             Py_DECREF(python_events);
             goto unusual;
         }
+        /* a list of its own: the fold indexes it by python_index, and the decoder may keep the
+         * list it returned and change it afterwards */
+        PyObject *own = PyList_GetSlice(python_events, 0, python_count);
+        Py_DECREF(python_events);
+        if ((python_events = own) == NULL) goto done;
     } else if ((python_events = PyList_New(0)) == NULL) {
         goto done;
     }

@@ -147,6 +147,7 @@ typedef struct {
     TokenTable tokens;                  /* tokens of event text -> their Python values */
     PhaseCount phase_counts[PHASE_SLOTS]; /* counted phases of event text, until a flush */
     int phase_slots;
+    int folding; /* inside fold(): the Python folds it calls must not fold into it again */
 } Folder;
 
 static PyObject *str_X, *str_origin, *str_origin_us, *str_last_timestamp, *str_cpu_start, *str_cpu_end;
@@ -806,29 +807,39 @@ static PyObject *Folder_fold(Folder *self, PyObject *events) {
         PyErr_SetString(PyExc_TypeError, "fold() takes a list of events");
         return NULL;
     }
+    if (self->folding) {
+        /* the state (buffers, the token table whose entries the fold points into) would
+         * change under the fold in progress */
+        PyErr_SetString(PyExc_RuntimeError, "fold() was called again while folding");
+        return NULL;
+    }
     PyObject *pending = PyList_New(0);
     if (pending == NULL) return NULL;
-    if (load_state(self) < 0) goto failed;
+    PyObject *result = NULL;
+    self->folding = 1;
+    if (load_state(self) < 0) goto done;
     for (Py_ssize_t index = 0; index < PyList_GET_SIZE(events); index++) {
-        PyObject *event = PyList_GET_ITEM(events, index); /* borrowed; the list holds it */
+        /* a reference of its own: the Python folds called meanwhile may change the list */
+        PyObject *event = Py_NewRef(PyList_GET_ITEM(events, index));
         int folded = 0;
         if (Py_TYPE(event) == &EventTextType) {
-            if (fold_event_text(self, (EventText *)event, pending) < 0) goto failed;
-            continue;
+            folded = fold_event_text(self, (EventText *)event, pending) < 0 ? -1 : 1;
+        } else if (Py_TYPE(event) == self->event_type) {
+            if (PyList_GET_SIZE(pending) && fold_in_python(self, pending) < 0)
+                folded = -1;
+            else
+                folded = fold_event(self, event);
         }
-        if (Py_TYPE(event) == self->event_type) {
-            if (PyList_GET_SIZE(pending) && fold_in_python(self, pending) < 0) goto failed;
-            folded = fold_event(self, event);
-            if (folded < 0) goto failed;
-        }
-        if (!folded && PyList_Append(pending, event) < 0) goto failed;
+        if (folded == 0) folded = PyList_Append(pending, event) < 0 ? -1 : 1;
+        Py_DECREF(event);
+        if (folded < 0) goto done;
     }
-    if (fold_in_python(self, pending) < 0 || flush(self) < 0) goto failed;
+    if (fold_in_python(self, pending) < 0 || flush(self) < 0) goto done;
+    result = Py_NewRef(Py_None);
+done:
+    self->folding = 0;
     Py_DECREF(pending);
-    Py_RETURN_NONE;
-failed:
-    Py_DECREF(pending);
-    return NULL;
+    return result;
 }
 
 static int Folder_init(Folder *self, PyObject *args, PyObject *kwargs) {

@@ -169,3 +169,138 @@ def test_escaped_and_odd_values_fold_in_python_in_file_order(tmp_path: Path) -> 
     assert trace.threads == [(2**70, 7), ("p", "t"), (0, 7)]
     assert list(trace.gpu.correlation) == [3, 5]
     assert list(trace.gpu.bytes) == [0, 1]  # True counts as 1, as isinstance(True, int) says
+
+
+# Found by fuzzing the reader under AddressSanitizer (tests/traces/fuzz_event_text.py).
+
+MARKER = '{"ph":"X","cat":"user_annotation","name":"step","pid":1,"tid":1,"ts":%s,"dur":%s}'
+
+
+def linked(batches: list[Any], collector: Any = None) -> Any:
+    collector = collector or _collector.Collector(_collector.LinkedTrace(Path("t.json")))
+    for batch in batches:
+        collector.add(batch)
+    return collector.finish()
+
+
+def test_a_batch_keeps_its_own_list_of_the_events_decoded_in_python() -> None:
+    # The fold indexed the list the decoder returned: a decoder that kept it and changed it
+    # afterwards made the fold read out of its bounds (a NULL item array once cleared).
+    kept: list[Any] = []
+
+    def decode(text: bytes) -> Any:
+        events = _decode.decode_link_structs(text)
+        kept.append(events)
+        return events
+
+    text = f"[{MARKER % (0, 10)}, {OP % (1, 2)}, {MARKER % (3, 4)}, {OP % (5, 1)}]"
+    batch = fold.parse_events(text.encode(), decode)
+    assert type(batch) is fold.EventText and len(kept[0]) == 2
+    kept[0].clear()
+    trace = linked([[batch]])
+    assert [marker.name for marker in trace.markers] == ["step", "step"]
+    assert trace.cpu_operators["op"].calls == 2
+
+
+def test_a_python_fold_that_drops_the_batches_does_not_free_them_under_the_fold() -> None:
+    # The Folder held the batch it was folding by a borrowed reference while the Python fold
+    # ran: a Python fold that dropped the caller's list freed the batch and its text (a
+    # use-after-free ASan reported; a normal build read freed memory).
+    text = f"[{MARKER % (0, 10)}, {OP % (1, 2)}, {MARKER % (3, 4)}, {OP % (5, 1)}]".encode()
+    expected = linked([[fold.parse_events(text, _decode.decode_link_structs)]])
+    events = [fold.parse_events(text, _decode.decode_link_structs)]
+    collector = _collector.Collector(_collector.LinkedTrace(Path("t.json")))
+
+    def fold_and_drop(pending: list[Any]) -> None:
+        collector._add_in_python(pending)
+        events.clear()
+
+    collector._folder = fold.Folder(
+        collector,
+        collector.trace,
+        _decode.link_event_type,
+        _decode.link_args_type,
+        fold_and_drop,
+        collector._new_operator,
+        collector._kernel_class_of,
+    )
+    trace = linked([events], collector)
+    assert trace.markers == expected.markers
+    assert trace.cpu_operators == expected.cpu_operators
+    assert trace.event_counts == expected.event_counts == {"X": 4}
+
+
+def test_folding_into_a_folder_while_it_folds_is_refused() -> None:
+    # A callback that folded into the same Folder grew its table of names under the fold in
+    # progress, which points into it (a use-after-free ASan reported): now an error.
+    names = ",".join(OP.replace('"op"', f'"op{index}"') % (index, 1) for index in range(300))
+    batch = fold.parse_events(f"[{names}]".encode(), _decode.decode_link_structs)
+    collector = _collector.Collector(_collector.LinkedTrace(Path("t.json")))
+    refused: list[str] = []
+
+    def new_operator(name: str) -> Any:
+        try:
+            collector._folder.fold([batch])
+        except RuntimeError as error:
+            refused.append(str(error))
+        return collector._new_operator(name)
+
+    collector._folder = fold.Folder(
+        collector,
+        collector.trace,
+        _decode.link_event_type,
+        _decode.link_args_type,
+        collector._add_in_python,
+        new_operator,
+        collector._kernel_class_of,
+    )
+    trace = linked([[batch]], collector)
+    assert refused == ["fold() was called again while folding"] * 300
+    assert len(trace.cpu_operators) == 300 and trace.event_counts == {"X": 300}
+
+
+EVERY_TOKEN = (
+    '[{"ph":"X","cat":"kernel","name":"gemm \\"t\\" \\u00e9 \xe9\u20ac\U0001f600 abcdefghijklmnop",'
+    ' "pid":0,"tid":-7,"ts":1712195495505543.25,"dur":1.5e-3,"args":{"correlation":41,'
+    '"bytes":true,"x":[null,false,{"y":-0.0E+2}]}},{"ph":"i","s":"t"}]\n'
+).encode()
+
+
+def test_every_truncation_of_a_batch_is_left_to_the_general_decoders() -> None:
+    # the readers' end-of-text checks, cut inside every kind of token (run under ASan by the
+    # fuzz driver, where a read past the end is reported)
+    assert type(fold.parse_events(EVERY_TOKEN, _decode.decode_link_structs)) is fold.EventText
+    for end in range(len(EVERY_TOKEN) - 1):
+        assert fold.parse_events(EVERY_TOKEN[:end], _decode.decode_link_structs) is None, end
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'[{"":"\\u006',  # an escape cut off (the fuzz driver's smallest such case)
+        b'[{"ph":"X","name":"\\',
+        b'[{"ph":"X","name":"\xe2\x82',  # a UTF-8 sequence cut off
+        b'[{"ph":"X","name":"abcdefghijklmnop',  # 16 bytes: the SSE2 scan's last block
+        b'[{"ph":"X","name":"abcdefghijklmno\\',
+        b'[{"ph":"X","ts":1e',
+        b'[{"ph":"X","ts":-',
+        b'[{"ph":"X","x":tru',
+        b'[{"ph":"X","args":{"correlation":nul',
+        b'[{"ph":"X","x":' + b"[" * 63,
+    ],
+)
+def test_text_cut_off_inside_a_token_is_left_to_the_general_decoders(text: bytes) -> None:
+    assert fold.parse_events(text, _decode.decode_link_structs) is None
+
+
+def test_damaged_batches_fold_as_the_reference_folds_them() -> None:
+    # A few hundred cases of the fuzz driver (its long runs are under ASan; see its docstring):
+    # batches read in C fold as msgspec's structs (or the fallback's dicts) fold in Python,
+    # callers that misbehave get errors, whole damaged files link alike every way.
+    from tests.traces import fuzz_event_text
+
+    stats = fuzz_event_text.run(
+        seed=20261127, cases=300, file_every=30, traces=["cpu_only", "amd_trace"]
+    )
+    assert stats.failures == []
+    assert stats.read_in_c > 100 and stats.left_to_msgspec > 100 and stats.files == 10
