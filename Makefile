@@ -11,7 +11,7 @@ TORCH_PIN ?= torch==2.13.0
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py $(wildcard ncompass/traces/_*.c ncompass/traces/_*.h) Makefile
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard ncompass/*/_*.c ncompass/*/_*.h) Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_PIN)"

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ncompass.analysis import _native
 from ncompass.analysis.idle import IdleGaps, classify_idle_gaps
 from ncompass.analysis.intervals import IntervalColumns, overlap_length
 from ncompass.analysis.launches import LaunchStatistics, launch_statistics
@@ -193,7 +194,7 @@ def rank_breakdown(
         The rank's breakdown.
     """
     selected, window = _selected_gpu_events(trace, exclude_last_profiler_step)
-    by_start = array("l", sorted(selected, key=trace.gpu.start.__getitem__))
+    by_start = _in_start_order(trace.gpu.start, selected)
     lengths = _union_lengths(trace.gpu, by_start)
     idle = lengths.span - lengths.busy
     return RankBreakdown(
@@ -240,12 +241,33 @@ def _union_lengths(gpu: GpuEvents, by_start: Iterable[int]) -> _UnionLengths:
     )
 
 
+def _in_start_order(starts: array[float], selected: Sequence[int]) -> array[int]:
+    """``selected`` sorted by start time; ties keep their order (``sorted`` is stable)."""
+    sweep = _native.sweep
+    if sweep is not None:
+        column = _native.index_column(selected)
+        ordered = sweep.order_by_start(
+            starts, column if column is not None else array("l", selected)
+        )
+        if ordered is not None:  # None: a NaN start, which only Python's sort orders as before
+            return _native.longs(ordered)
+    return array("l", sorted(selected, key=starts.__getitem__))
+
+
 def _merged_by_class(
     gpu: GpuEvents, by_start: Iterable[int]
 ) -> tuple[IntervalColumns, list[IntervalColumns]]:
     """The union of all GPU intervals, and of each kernel class's (indexed by class code), in one
     pass over the events in start order. Same rule as :func:`merge_sorted`: an interval that
     starts at or before the open one's end extends it."""
+    sweep, column = _native.sweep, _native.index_column(by_start)
+    if sweep is not None and column is not None:
+        busy_columns, class_columns = sweep.merge_by_class(
+            gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES)
+        )
+        return IntervalColumns.of_bytes(*busy_columns), [
+            IntervalColumns.of_bytes(*columns) for columns in class_columns
+        ]
     busy = IntervalColumns()
     classes = [IntervalColumns() for _ in KERNEL_CLASSES]
     class_open = [False] * len(classes)

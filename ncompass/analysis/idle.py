@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
+from ncompass.analysis import _native
 from ncompass.traces.link import NO_LINK, LinkedTrace, marker_group
 
 _LARGEST_KEPT = 5
@@ -89,6 +92,13 @@ def classify_idle_gaps(trace: LinkedTrace, by_start: Sequence[int]) -> IdleGaps:
     Returns:
         The gaps, totalled as host-bound, not host-bound and unknown.
     """
+    sweep, column = _native.sweep, _native.index_column(by_start)
+    if sweep is not None and column is not None:
+        return _swept_in_c(sweep, trace, column)
+    return _swept_in_python(trace, by_start)
+
+
+def _swept_in_python(trace: LinkedTrace, by_start: Sequence[int]) -> IdleGaps:
     gpu_start, gpu_duration, gpu_launch = trace.gpu.start, trace.gpu.duration, trace.gpu.launch
     launch_start, launch_marker = trace.launches.start, trace.launches.marker
     counts: dict[bool | None, int] = {True: 0, False: 0, None: 0}
@@ -122,18 +132,66 @@ def classify_idle_gaps(trace: LinkedTrace, by_start: Sequence[int]) -> IdleGaps:
         end = start + gpu_duration[index]
         if end > busy_until or busy_until == infinity:
             busy_until = end
+    return _idle_gaps(
+        trace,
+        (counts[True], counts[False], counts[None]),
+        (durations[True], durations[False], durations[None]),
+        by_marker,
+        sorted(largest, reverse=True),
+    )
+
+
+def _swept_in_c(sweep: ModuleType, trace: LinkedTrace, by_start: array[int]) -> IdleGaps:
+    """The same sweep in C; marker groups are named here, once per marker the gaps meet."""
+    group_names: list[str] = []
+    group_ids: dict[str, int] = {}
+
+    def group_of(marker_index: int) -> int:
+        name = marker_group(trace.markers[marker_index].name)
+        if name not in group_ids:  # ids in the order the gaps first meet each group
+            group_ids[name] = len(group_names)
+            group_names.append(name)
+        return group_ids[name]
+
+    gpu, launches = trace.gpu, trace.launches
+    host, not_host, unknown, group_totals, largest = sweep.idle_gaps(
+        gpu.start,
+        gpu.duration,
+        gpu.launch,
+        launches.start,
+        launches.marker,
+        by_start,
+        group_of,
+        _LARGEST_KEPT,
+    )
+    by_group = _native.doubles(group_totals)
+    return _idle_gaps(
+        trace,
+        (host[0], not_host[0], unknown[0]),
+        (host[1], not_host[1], unknown[1]),
+        {name: by_group[group] for group, name in enumerate(group_names)},
+        largest,
+    )
+
+
+def _idle_gaps(
+    trace: LinkedTrace,
+    counts: tuple[int, int, int],
+    durations: tuple[float, float, float],
+    by_marker: dict[str, float],
+    largest_first: list[tuple[float, int, float]],
+) -> IdleGaps:
+    """The totals of a sweep (host-bound, not host-bound, unknown) as :class:`IdleGaps`."""
     return IdleGaps(
-        count=sum(counts.values()),
-        total_us=sum(durations.values()),
-        host_bound_count=counts[True],
-        host_bound_us=durations[True],
-        not_host_bound_count=counts[False],
-        not_host_bound_us=durations[False],
-        unknown_count=counts[None],
-        unknown_us=durations[None],
-        largest=tuple(
-            _gap(trace, idle_since, index) for _, index, idle_since in sorted(largest, reverse=True)
-        ),
+        count=sum(counts),
+        total_us=sum(durations),
+        host_bound_count=counts[0],
+        host_bound_us=durations[0],
+        not_host_bound_count=counts[1],
+        not_host_bound_us=durations[1],
+        unknown_count=counts[2],
+        unknown_us=durations[2],
+        largest=tuple(_gap(trace, idle_since, index) for _, index, idle_since in largest_first),
         host_bound_us_by_marker=dict(sorted(by_marker.items(), key=lambda item: -item[1])),
     )
 

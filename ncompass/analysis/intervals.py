@@ -27,6 +27,14 @@ class IntervalColumns:
             columns.ends.append(end)
         return columns
 
+    @classmethod
+    def of_bytes(cls, starts: bytes, ends: bytes) -> IntervalColumns:
+        """Columns from the machine doubles of the starts and of the ends."""
+        columns = cls()
+        columns.starts.frombytes(starts)
+        columns.ends.frombytes(ends)
+        return columns
+
     def __len__(self) -> int:
         return len(self.starts)
 

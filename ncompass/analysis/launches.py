@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ncompass.analysis import _native
 from ncompass.analysis.distribution import Distribution
 from ncompass.traces.link import NO_LINK, LinkedTrace
 
@@ -60,6 +61,37 @@ def launch_statistics(trace: LinkedTrace, selected: Sequence[int]) -> LaunchStat
     Returns:
         The statistics.
     """
+    sweep, column = _native.sweep, _native.index_column(selected)
+    if sweep is not None and column is not None:
+        gpu, launches = trace.gpu, trace.launches
+        *parts, shorter = sweep.launch_columns(
+            gpu.launch, gpu.start, gpu.duration, launches.start, launches.duration, column
+        )
+        delays, cpu_durations, gpu_durations = (_native.doubles(part) for part in parts)
+        del parts
+    else:
+        delays, cpu_durations, gpu_durations, shorter = _launch_columns(trace, selected)
+    linked = len(delays)
+    # One distribution at a time, each column freed after it: sorting one builds a list of floats.
+    launch_delay_us = Distribution.of(delays)
+    del delays
+    launch_cpu_us = Distribution.of(cpu_durations)
+    del cpu_durations
+    return LaunchStatistics(
+        gpu_events=len(selected),
+        linked=linked,
+        launch_delay_us=launch_delay_us,
+        launch_cpu_us=launch_cpu_us,
+        gpu_duration_us=Distribution.of(gpu_durations),
+        shorter_than_launch=shorter,
+    )
+
+
+def _launch_columns(
+    trace: LinkedTrace, selected: Sequence[int]
+) -> tuple[array[float], array[float], array[float], int]:
+    """Delays, launch CPU durations and GPU durations of the linked events among ``selected``,
+    and how many of them were shorter on the GPU than their launch on the CPU."""
     gpu_launch, gpu_start, gpu_duration = trace.gpu.launch, trace.gpu.start, trace.gpu.duration
     launch_start, launch_duration = trace.launches.start, trace.launches.duration
     # Compact columns: a trace can hold millions of launches.
@@ -78,17 +110,4 @@ def launch_statistics(trace: LinkedTrace, selected: Sequence[int]) -> LaunchStat
         gpu_durations.append(gpu_duration_us)
         if gpu_duration_us < cpu_duration_us:
             shorter += 1
-    linked = len(delays)
-    # One distribution at a time, each column freed after it: sorting one builds a list of floats.
-    launch_delay_us = Distribution.of(delays)
-    del delays
-    launch_cpu_us = Distribution.of(cpu_durations)
-    del cpu_durations
-    return LaunchStatistics(
-        gpu_events=len(selected),
-        linked=linked,
-        launch_delay_us=launch_delay_us,
-        launch_cpu_us=launch_cpu_us,
-        gpu_duration_us=Distribution.of(gpu_durations),
-        shorter_than_launch=shorter,
-    )
+    return delays, cpu_durations, gpu_durations, shorter

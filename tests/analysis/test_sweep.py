@@ -1,0 +1,123 @@
+"""The breakdown's sweeps in C (``_sweep.c``) give what the Python loops give, to the last bit."""
+
+from __future__ import annotations
+
+import math
+import random
+import shutil
+import subprocess
+import sysconfig
+from array import array
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ncompass.analysis import _native
+from ncompass.analysis.breakdown import rank_breakdown
+from ncompass.traces.link import LinkedTrace, link_trace
+from tests.traces.builders import TraceBuilder, shared_traces
+
+REPO = Path(__file__).parents[2]
+sweep = _native.sweep
+if sweep is None:
+    pytest.skip("ncompass.analysis._sweep is not built here", allow_module_level=True)
+
+
+def both_ways(trace: LinkedTrace, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The breakdown of ``trace`` (both windows) with the C sweeps, then with the Python loops."""
+    results = []
+    for module in (sweep, None):
+        monkeypatch.setattr(_native, "sweep", module)
+        results.append(
+            {
+                window: repr(rank_breakdown(trace, 0, exclude_last_profiler_step=window))
+                for window in (False, True)
+            }
+        )
+    return results
+
+
+@pytest.mark.parametrize("path", shared_traces(), ids=lambda path: path.parent.name)
+def test_shared_traces_break_down_identically(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    in_c, in_python = both_ways(link_trace(path, progress=False), monkeypatch)
+    assert in_c == in_python
+
+
+def random_trace(seed: int, path: Path) -> Path:
+    """Launches, kernels of every class on two streams, nested markers in ProfilerSteps, ties in
+    start times, unlinked kernels, zero-length ones and overlaps: what the sweeps branch on."""
+    generator = random.Random(seed)
+    builder = TraceBuilder()
+    for step in range(4):
+        builder.marker(f"ProfilerStep#{step}", step * 1000.0, 990.0)
+        builder.marker(f"layer[{step % 2}]", step * 1000.0 + 10, 400.0)
+    names = ("gemm_kernel", "ncclKernel_AllReduce", "Memcpy HtoD (Pageable -> Device)", "elt")
+    for _ in range(300):
+        launch_ts = round(generator.uniform(0, 3990), generator.choice((0, 1, 3)))
+        kernel_ts = launch_ts + generator.choice((0.0, 0.5, 3.0, generator.uniform(0, 80)))
+        duration = generator.choice((0.0, 1.0, generator.uniform(0, 30)))
+        name = generator.choice(names)
+        category = "gpu_memcpy" if name.startswith("Memcpy") else "kernel"
+        if generator.random() < 0.1:  # no launch on the CPU side
+            builder.gpu(name, kernel_ts, duration, stream=generator.choice((7, 8)))
+        else:
+            builder.launch(
+                name,
+                launch_ts,
+                generator.uniform(0, 5),
+                kernel_ts,
+                duration,
+                stream=generator.choice((7, 8)),
+                category=category,
+            )
+    return builder.write(path)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_traces_break_down_identically(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = link_trace(random_trace(seed, tmp_path / "t.json"), progress=False)
+    in_c, in_python = both_ways(trace, monkeypatch)
+    assert in_c == in_python
+    assert "IdleGap(" in in_c[False]  # the sweep met gaps
+
+
+def test_nan_start_times_are_ordered_by_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builder = TraceBuilder().marker("ProfilerStep#1", 0, 50).marker("ProfilerStep#2", 60, 50)
+    for kernel_ts in (30.0, math.nan, 10.0, 10.0, 70.0, math.nan, 5.0):
+        builder.launch("gemm", kernel_ts - 2 if kernel_ts == kernel_ts else 1, 1, kernel_ts, 4)
+    trace = link_trace(builder.write(tmp_path / "nan.json"), progress=False)
+    everything = array("l", range(len(trace.gpu)))
+    assert sweep.order_by_start(trace.gpu.start, everything) is None  # left to sorted()
+    in_c, in_python = both_ways(trace, monkeypatch)
+    assert in_c == in_python
+
+
+def test_columns_of_the_wrong_type_or_length_are_refused() -> None:
+    starts = array("d", [1.0, 2.0])
+    with pytest.raises(TypeError, match="'l'"):
+        sweep.order_by_start(starts, array("i", [0, 1]))
+    with pytest.raises(IndexError):
+        sweep.order_by_start(starts, array("l", [0, 2]))
+    with pytest.raises(IndexError):
+        sweep.merge_by_class(starts, starts, array("b", [0, 5]), array("l", [0, 1]), 3)
+    with pytest.raises(IndexError):
+        sweep.launch_columns(array("l", [0, 3]), starts, starts, starts, starts, array("l", [0, 1]))
+
+
+def test_the_c_sweeps_compile_without_warnings() -> None:
+    compiler = shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no gcc here")
+    source = REPO / "ncompass" / "analysis" / "_sweep.c"
+    include = sysconfig.get_paths()["include"]
+    done = subprocess.run(
+        [compiler, "-fsyntax-only", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include}", source],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
