@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-import shutil
-import subprocess
-import sysconfig
 from array import array
 from pathlib import Path
 from typing import Any
@@ -107,17 +104,3 @@ def test_columns_of_the_wrong_type_or_length_are_refused() -> None:
         sweep.merge_by_class(starts, starts, array("b", [0, 5]), array("l", [0, 1]), 3)
     with pytest.raises(IndexError):
         sweep.launch_columns(array("l", [0, 3]), starts, starts, starts, starts, array("l", [0, 1]))
-
-
-def test_the_c_sweeps_compile_without_warnings() -> None:
-    compiler = shutil.which("gcc")
-    if compiler is None:
-        pytest.skip("no gcc here")
-    source = REPO / "ncompass" / "analysis" / "_sweep.c"
-    include = sysconfig.get_paths()["include"]
-    done = subprocess.run(
-        [compiler, "-fsyntax-only", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include}", source],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
