@@ -23,7 +23,22 @@ _GZIP_MAGIC = b"\x1f\x8b"
 READ_SIZE = 128 << 10
 
 
-class CorruptTraceError(TraceError):
+class _PicklableTraceError(TraceError):
+    """A TraceError whose ``__init__`` takes more than its message, pickled as its message and
+    attributes: one raised in a worker process (``summarize -j``) reaches the parent whole."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _restored, (type(self), str(self), self.__dict__)
+
+
+def _restored(kind: type[TraceError], message: str, attributes: dict[str, Any]) -> TraceError:
+    error = kind.__new__(kind)
+    TraceError.__init__(error, message)
+    error.__dict__.update(attributes)
+    return error
+
+
+class CorruptTraceError(_PicklableTraceError):
     """A trace file is truncated or malformed.
 
     Args:

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from ncompass.cli import ncompass_cli
-from tests.traces.builders import shared_trace
+from tests.traces.builders import TraceBuilder, shared_trace
 
 USER_ERROR = 2
 
@@ -148,6 +148,15 @@ def test_deeply_nested_trace_is_one_line_not_a_traceback(
     deep.write_text(document)
     code, stderr = run(command, deep)
     assert_refused(code, stderr, str(deep), "more than 1000 levels deep")
+
+
+def test_a_bad_trace_read_in_a_worker_process_is_one_line(tmp_path: Path) -> None:
+    # the error came back from the worker as BrokenProcessPool: it did not unpickle
+    good = TraceBuilder().marker("step", 0, 100).write(tmp_path / "good.json")
+    truncated = tmp_path / "truncated.json"
+    truncated.write_bytes(good.read_bytes()[:40])
+    code, stderr = run("summarize", "-j", "2", good, truncated)
+    assert_refused(code, stderr, f"{truncated}: cannot read the trace at byte")
 
 
 def test_deeply_nested_header_is_one_line(tmp_path: Path) -> None:

@@ -225,3 +225,12 @@ def test_a_stray_quote_in_a_real_trace_is_reported_at_its_byte(tmp_path: Path) -
     assert f"{path}: cannot read the trace at byte {damaged_at}: malformed JSON" in str(
         caught.value
     )
+
+
+def test_trace_errors_survive_the_trip_from_a_worker_process(tmp_path: Path) -> None:
+    import pickle
+
+    error = CorruptTraceError(tmp_path / "t.json", 12, "truncated", compressed=True)
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error) and str(copy) == str(error)
+    assert copy.__dict__ == error.__dict__
