@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,9 @@ _TOO_DEEP = (
     f"an event nests arrays or objects more than {MAX_EVENT_DEPTH} levels deep, "
     "which no profiler writes"
 )
+# Python's int() refuses integers this long (3.10.7 and later), and orjson reads none.
+_MAX_DIGITS: int = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+_TOO_LONG = f"an event holds an integer of more than {_MAX_DIGITS} digits, which no profiler writes"
 
 _HEADER, _EVENTS, _TAIL = "header", "events", "tail"
 
@@ -288,6 +292,8 @@ class EventScanner:
                 self._consumed_before_buffer + start + error.pos,
                 f"malformed JSON in an event ({error.msg})",
             ) from None
+        except ValueError:  # an integer too long for int() (orjson refused it as well)
+            raise ScanError(self._consumed_before_buffer + start, _TOO_LONG) from None
 
     def _check_large_event(self) -> None:
         """Look for a syntax error once the unfinished event text grows past each threshold."""
@@ -335,6 +341,8 @@ class EventScanner:
                     self._consumed_before_buffer + error.pos,
                     f"malformed JSON in an event ({error.msg})",
                 )
+            except ValueError:  # an integer too long for int()
+                return ScanError(self._consumed_before_buffer + position, _TOO_LONG)
 
     def _parse_tail(self) -> None:
         tail = self._buffer[self._position :].strip(b" \t\r\n")

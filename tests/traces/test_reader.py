@@ -234,3 +234,12 @@ def test_trace_errors_survive_the_trip_from_a_worker_process(tmp_path: Path) -> 
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error) and str(copy) == str(error)
     assert copy.__dict__ == error.__dict__
+
+
+def test_an_integer_too_long_for_python_is_a_corrupt_trace(tmp_path: Path) -> None:
+    # found alongside: the standard library's decoder raised ValueError, not a TraceError
+    path = tmp_path / "t.json"
+    head = '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}, '
+    path.write_text(head + '{"ph": "X", "ts": 1' + "0" * 5000 + ', "dur": 1}]}')
+    with pytest.raises(CorruptTraceError, match=r"at byte \d+: an event holds an integer of more"):
+        read_all(path)
