@@ -57,6 +57,30 @@ _TOO_LONG = f"an event holds an integer of more than {_MAX_DIGITS} digits, which
 _HEADER, _EVENTS, _TAIL = "header", "events", "tail"
 
 
+_ORJSON_INTEGERS = range(-(2**63), 2**64)
+"""The integers orjson reads as ints; it reads the others as floats (where they fit one)."""
+
+
+def as_orjson_reads(value: int) -> int | float:
+    """An integer as orjson reads its text: beyond 64 bits a float, unless too large for one
+    (orjson refuses those, and the standard library's decoder keeps them exact).
+
+    The reader's other decoders (the standard library's, msgspec's) read integers so: which one
+    reads an event depends on where a batch was cut, and must not change what it holds.
+    """
+    if value in _ORJSON_INTEGERS:
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        return value
+
+
+def _read_integer(text: str) -> int | float:
+    """``parse_int`` of the standard library's decoder: as orjson reads the integer."""
+    return as_orjson_reads(int(text))
+
+
 class ScanError(Exception):
     """The JSON text is truncated or malformed at ``offset`` (a byte offset into the text)."""
 
@@ -284,7 +308,7 @@ class EventScanner:
         # The stdlib decoder accepts what some exporters write and orjson refuses (NaN, Infinity,
         # invalid UTF-8 in names once replaced).
         try:
-            return json.loads(text.decode("utf-8", errors="replace"))
+            return json.loads(text.decode("utf-8", errors="replace"), parse_int=_read_integer)
         except RecursionError:
             raise ScanError(self._consumed_before_buffer + start, _TOO_DEEP) from None
         except json.JSONDecodeError as error:

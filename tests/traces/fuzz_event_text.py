@@ -543,9 +543,11 @@ class Fuzzer:
         import orjson
 
         from ncompass.errors import TraceError
-        from ncompass.traces import _collector, _decode, link, reader
+        from ncompass.traces import _collector, _decode, _scanner, link, reader
 
         self.orjson = orjson
+        # the scanner's stdlib fallback reads integers as orjson does
+        self.read_integer = _scanner._read_integer
         self.trace_error = TraceError
         self.collector_module, self.link, self.reader = _collector, link, reader
         self.fold: Any = _collector._fold
@@ -567,7 +569,9 @@ class Fuzzer:
             decoded = self.orjson.loads(text)
         except self.orjson.JSONDecodeError:
             try:
-                decoded = json.loads(text.decode("utf-8", errors="replace"))
+                decoded = json.loads(
+                    text.decode("utf-8", errors="replace"), parse_int=self.read_integer
+                )
             except (ValueError, RecursionError):
                 return None
         if not isinstance(decoded, list):
