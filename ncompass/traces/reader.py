@@ -59,6 +59,36 @@ class CorruptTraceError(_PicklableTraceError):
         )
 
 
+class TraceValueError(_PicklableTraceError):
+    """An event of a trace holds a value linking cannot use: a list where a pid belongs, a
+    correlation id beyond 64 bits, ... (valid JSON, but not what a profiler writes).
+
+    Args:
+        path: The trace file.
+        event: Which event, counting from 1 in file order (None when not known).
+        label: The event as the message names it (its phase and name).
+        detail: What is wrong with it.
+    """
+
+    def __init__(self, path: str | Path, event: int | None, label: str, detail: str) -> None:
+        self.path = str(path)
+        self.event = event
+        self.detail = detail
+        where = f"the {_ordinal(event)} event ({label})" if event is not None else label
+        super().__init__(
+            f"{self.path}: cannot link the trace: {where} {detail}. "
+            "Fix or remove that event, or export the trace again."
+        )
+
+
+def _ordinal(number: int) -> str:
+    """``1st``, ``22nd``, ``1,013th``."""
+    suffix = (
+        "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    )
+    return f"{number:,}{suffix}"
+
+
 class TraceReader:
     """Read one trace file as a stream of events.
 
