@@ -3,7 +3,7 @@
 from ncompass.traces.filter import filter_trace
 from ncompass.traces.link import LinkedTrace, Marker, fold_path, link_trace
 from ncompass.traces.merge import merge_traces
-from ncompass.traces.reader import CorruptTraceError, TraceReader, read_metadata
+from ncompass.traces.reader import CorruptTraceError, TraceReader, TraceValueError, read_metadata
 from ncompass.traces.writer import TraceWriter
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "LinkedTrace",
     "Marker",
     "TraceReader",
+    "TraceValueError",
     "TraceWriter",
     "filter_trace",
     "fold_path",

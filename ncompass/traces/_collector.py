@@ -8,6 +8,7 @@ common events are folded in C when the extension ``_fold`` is built (``_fold.c``
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 import re
@@ -29,6 +30,7 @@ from ncompass.traces.events import (
     classify_gpu_event,
     microseconds,
 )
+from ncompass.traces.reader import TraceValueError
 
 try:
     from ncompass.traces import _fold
@@ -53,6 +55,13 @@ _COMPILE_PHASE = re.compile(r"_data: (?:[^:]*, )?compile_id=\S+$")
 KERNEL_CLASSES = (KernelClass.COMPUTATION, KernelClass.COMMUNICATION, KernelClass.MEMORY)
 """Kernel classes in the order of their codes in :attr:`GpuEvents.kernel_class`."""
 _KERNEL_CLASS_CODES = {kernel_class: code for code, kernel_class in enumerate(KERNEL_CLASSES)}
+_COLUMN_LIMIT = 2**63
+"""A correlation id or byte count from here on does not fit its 64-bit column: it is refused,
+written as an integer or not (a JSON decoder reads an integer beyond 64 bits as a float)."""
+_VALUE_ERRORS = (TypeError, OverflowError)
+"""What folding a value of the wrong type or range raises (a list where a pid belongs cannot be
+a key; an integer too large for a column, or for a float): made a TraceValueError that names the
+event. The C fold leaves every such value to the Python fold, so this is the one place."""
 
 
 def encloses(outer_start: float, outer_end: float, start: float, end: float) -> bool:
@@ -219,6 +228,7 @@ class Collector:
         if origin is not None:
             trace.origin_us = origin
         self._overlap_of: dict[tuple[Any, Any], tuple[Any, Any]] = {}
+        self._range_begin: Event | None = None  # the begin event of the range ended last
         self._folder: Any = None
         if _fold is not None and link_event_type is not None:
             self._folder = _fold.Folder(
@@ -232,7 +242,12 @@ class Collector:
             )
 
     def add(self, events: list[Any]) -> None:
-        """Fold in events: dicts, or the compact structs of :meth:`TraceReader.link_batches`."""
+        """Fold in events: dicts, or the compact structs of :meth:`TraceReader.link_batches`.
+
+        Raises:
+            TraceValueError: An event holds a value linking cannot use (a pid that is a list, a
+                correlation id beyond 64 bits, ...): it names the event and the value.
+        """
         if self._folder is not None:
             self._folder.fold(events)  # the common events in C, the others in the loop below
         else:
@@ -246,77 +261,85 @@ class Collector:
         operators = trace.cpu_operators
         launches = trace.launches
         origin = self._origin
-        for event in events:
-            length: Any
-            # The common cases inline: this loop runs once per event of the file.
-            if type(event) is compact:
-                phase = event.ph
-                if phase == "X":
-                    counts["X"] += 1
-                    length = event.dur
-                    timestamp = event.ts
-                    category = event.cat
-                    # Most events are operator calls and runtime calls on CPU threads: what
-                    # _complete does for them, without the call.
-                    if (
-                        type(category) is str
-                        and category in _INLINE_CATEGORIES
-                        and (type(length) is float or type(length) is int)
-                        and (type(timestamp) is float or type(timestamp) is int)
-                        and origin is not None
-                        and type(name := event.name) is str
-                    ):
-                        start = timestamp - origin
-                        end = start + length
-                        if end > self._last_timestamp:
-                            self._last_timestamp = end
-                        if start < trace.cpu_start:
-                            trace.cpu_start = start
-                        if end > trace.cpu_end:
-                            trace.cpu_end = end
-                        if category == _CPU_OP_CATEGORY:
-                            totals = operators.get(name)
-                            if totals is None:
-                                totals = self._new_operator(name)
-                            totals.calls += 1
-                            totals.total_us += length
-                            totals.durations.append(length)
-                            if length > totals.max_us:
-                                totals.max_us = length
+        try:
+            for event in events:
+                length: Any
+                # The common cases inline: this loop runs once per event of the file.
+                if type(event) is compact:
+                    phase = event.ph
+                    if phase == "X":
+                        counts["X"] += 1
+                        length = event.dur
+                        timestamp = event.ts
+                        category = event.cat
+                        # Most events are operator calls and runtime calls on CPU threads: what
+                        # _complete does for them, without the call.
+                        if (
+                            type(category) is str
+                            and category in _INLINE_CATEGORIES
+                            and (type(length) is float or type(length) is int)
+                            and (type(timestamp) is float or type(timestamp) is int)
+                            and origin is not None
+                            and type(name := event.name) is str
+                        ):
+                            start = timestamp - origin
+                            end = start + length
+                            if end > self._last_timestamp:
+                                self._last_timestamp = end
+                            if start < trace.cpu_start:
+                                trace.cpu_start = start
+                            if end > trace.cpu_end:
+                                trace.cpu_end = end
+                            if category == _CPU_OP_CATEGORY:
+                                totals = operators.get(name)
+                                if totals is None:
+                                    totals = self._new_operator(name)
+                                totals.calls += 1
+                                totals.total_us += length
+                                totals.durations.append(length)
+                                if length > totals.max_us:
+                                    totals.max_us = length
+                                continue
+                            args = event.args
+                            correlation = args.correlation if args is not None else None
+                            if type(correlation) is int:
+                                launches.name.append(self._name_id(name))
+                                launches.thread.append(self._thread_of((event.pid, event.tid)))
+                                launches.start.append(start)
+                                launches.duration.append(length)
+                                launches.correlation.append(correlation)  # raises past 64 bits
+                            elif type(correlation) is float and correlation >= _COLUMN_LIMIT:
+                                raise OverflowError("a correlation id beyond 64 bits")
                             continue
+                        if type(length) is not float and type(length) is not int:
+                            length = microseconds(length)
                         args = event.args
-                        correlation = args.correlation if args is not None else None
-                        if type(correlation) is int:
-                            launches.name.append(self._name_id(name))
-                            launches.thread.append(self._thread_of((event.pid, event.tid)))
-                            launches.start.append(start)
-                            launches.duration.append(length)
-                            launches.correlation.append(correlation)
+                        complete(
+                            timestamp, category, event.name, event.pid, event.tid, args, length
+                        )
+                        origin = self._origin
                         continue
+                    if phase not in _PAIRED_OR_METADATA_PHASES:
+                        counts[phase if isinstance(phase, str) else "?"] += 1
+                        continue
+                    event = as_event(event)
+                phase = event.get("ph")
+                counts[phase if isinstance(phase, str) else "?"] += 1
+                if phase == "X":
+                    length = event.get("dur")
                     if type(length) is not float and type(length) is not int:
                         length = microseconds(length)
-                    args = event.args
-                    complete(timestamp, category, event.name, event.pid, event.tid, args, length)
-                    origin = self._origin
-                    continue
-                if phase not in _PAIRED_OR_METADATA_PHASES:
-                    counts[phase if isinstance(phase, str) else "?"] += 1
-                    continue
-                event = as_event(event)
-            phase = event.get("ph")
-            counts[phase if isinstance(phase, str) else "?"] += 1
-            if phase == "X":
-                length = event.get("dur")
-                if type(length) is not float and type(length) is not int:
-                    length = microseconds(length)
-                self._complete_event(event, length)
-            elif phase == "B":
-                self._open_ranges[(event.get("pid"), event.get("tid"))].append(event)
-            elif phase == "E":
-                self._close_range(event)
-            elif phase == "M":
-                self._metadata_event(event)
-            origin = self._origin
+                    self._complete_event(event, length)
+                elif phase == "B":
+                    self._open_ranges[(event.get("pid"), event.get("tid"))].append(event)
+                elif phase == "E":
+                    self._close_range(event)
+                elif phase == "M":
+                    self._metadata_event(event)
+                origin = self._origin
+        except _VALUE_ERRORS as error:
+            # a value of the wrong type or range: name the event (counted as it was read)
+            raise self._refusal(event, sum(counts.values()), error) from error
 
     @property
     def origin(self) -> float | None:
@@ -378,8 +401,11 @@ class Collector:
         # Ranges never closed run to the end of the trace, as trace viewers draw them.
         for stack in self._open_ranges.values():
             for event in stack:
-                start = self._relative(event.get("ts"))
-                self._complete_event(event, max(0.0, self._last_timestamp - start))
+                try:
+                    start = self._relative(event.get("ts"))
+                    self._complete_event(event, max(0.0, self._last_timestamp - start))
+                except _VALUE_ERRORS as error:
+                    raise self._refusal(event, None, error) from error
         self.trace.event_counts = {str(phase): count for phase, count in self._counts.items()}
         for phase in self.trace.compile_phases.values():
             del phase.durations[:]  # kept only to merge the parts of a split trace
@@ -406,10 +432,13 @@ class Collector:
         if not stack:
             return  # an E without its B (cut off at the trace start): nothing to measure
         begin = stack.pop()
+        self._range_begin = begin  # what a refusal names when completing the range fails
         start = self._relative(begin.get("ts"))
         end_args = end_event.get("args")
         if isinstance(end_args, dict) and end_args:
-            begin = {**begin, "args": {**(begin.get("args") or {}), **end_args}}
+            begin_args = begin.get("args")
+            begin_args = begin_args if isinstance(begin_args, dict) else {}
+            begin = {**begin, "args": {**begin_args, **end_args}}
         self._complete_event(begin, self._relative(end_event.get("ts")) - start)
 
     def _complete_event(self, event: Event, duration: float) -> None:
@@ -444,7 +473,10 @@ class Collector:
         if end > self._last_timestamp:
             self._last_timestamp = end
         category = category.lower() if isinstance(category, str) else ""
-        name = name if isinstance(name, str) else str(name)
+        if not isinstance(name, str):
+            if isinstance(name, (list, dict)):
+                raise TypeError("a name that is a list or an object")
+            name = str(name)  # a number, true or null, as it reads
         if category in GPU_CATEGORIES:
             self._gpu_event(args, name, self._thread_of((pid, tid)), start, duration)
             return
@@ -484,7 +516,26 @@ class Collector:
             launches.thread.append(self._thread_of((pid, tid)))
             launches.start.append(start)
             launches.duration.append(duration)
-            launches.correlation.append(correlation)
+            launches.correlation.append(correlation)  # raises past 64 bits
+        elif type(correlation) is float and correlation >= _COLUMN_LIMIT:
+            raise OverflowError("a correlation id beyond 64 bits")
+
+    def _refusal(self, event: Any, position: int | None, error: Exception) -> TraceValueError:
+        """The error naming ``event`` (the ``position``-th of the file; None: a range never
+        ended) and the value of it that folding failed on with ``error``."""
+        event = event if type(event) is dict else as_event(event)
+        label = _label(event)
+        if position is None:
+            label = f"the range begun by the event ({label}) and never ended"
+        detail = _what_is_wrong(event)
+        begin = self._range_begin
+        if detail is None and event.get("ph") == "E" and begin is not None:
+            begun = _what_is_wrong(begin)
+            if begun is not None:
+                detail = f"ends a range begun by the event ({_label(begin)}), which {begun}"
+        if detail is None:  # none of the known cases: say what failed
+            detail = f"holds a value linking cannot use ({type(error).__name__}: {error})"
+        return TraceValueError(self.trace.path, position, label, detail)
 
     def _relative(self, timestamp: object) -> float:
         value = microseconds(timestamp)
@@ -502,10 +553,19 @@ class Collector:
         gpu.stream.append(stream)
         gpu.start.append(start)
         gpu.duration.append(duration)
-        gpu.correlation.append(
-            correlation if isinstance(correlation, int) and correlation >= 0 else NO_LINK
-        )
-        gpu.bytes.append(size if isinstance(size, int) and size >= 0 else 0)
+        # an int past 64 bits raises OverflowError; a float that large is refused as well
+        if isinstance(correlation, int) and correlation >= 0:
+            gpu.correlation.append(correlation)
+        elif type(correlation) is float and correlation >= _COLUMN_LIMIT:
+            raise OverflowError("a correlation id beyond 64 bits")
+        else:
+            gpu.correlation.append(NO_LINK)
+        if isinstance(size, int) and size >= 0:
+            gpu.bytes.append(size)
+        elif type(size) is float and size >= _COLUMN_LIMIT:
+            raise OverflowError("a byte count beyond 64 bits")
+        else:
+            gpu.bytes.append(0)
 
     def _kernel_class_of(self, name_id: int, name: str) -> int:
         kernel_class = self._class_of_name.get(name_id)
@@ -530,6 +590,7 @@ class Collector:
                 self.trace.thread_names[track] = label
             own = args.get(OVERLAP_OF_KEY)
             if own is not None and own != track[1]:
+                hash(own)  # a list or an object raises TypeError now, not when finishing
                 self._overlap_of[track] = (track[0], own)
 
     def _intern(self, name: str) -> str:
@@ -578,3 +639,61 @@ def _absorb_totals(
         if more.max_us > kept.max_us:
             kept.max_us = more.max_us
         kept.durations.extend(more.durations)
+
+
+def _what_is_wrong(event: Event) -> str | None:
+    """What about ``event`` linking cannot use, as the end of a sentence about the event; None
+    when it is none of the known cases."""
+    for key in ("pid", "tid"):
+        value = event.get(key)
+        if isinstance(value, (list, dict)):
+            return f"has a {key} that is {_kind_of(value)}, not a number or a string"
+    name = event.get("name")
+    if isinstance(name, (list, dict)):
+        return f"has a name that is {_kind_of(name)}, not a string"
+    for key in ("ts", "dur"):
+        value = event.get(key)
+        if isinstance(value, int) and not _fits_a_float(value):
+            return f"has a {key} of {_shown(value)}, too large for a time in microseconds"
+    args = event.get("args")
+    if not isinstance(args, dict):
+        return None
+    for key in ("correlation", "bytes"):
+        value = args.get(key)
+        if isinstance(value, (int, float)) and value >= _COLUMN_LIMIT:
+            return f"has args.{key} {_shown(value)}, which does not fit in 64 bits"
+    own = args.get(OVERLAP_OF_KEY)
+    if isinstance(own, (list, dict)):
+        return f"has args.{OVERLAP_OF_KEY} that is {_kind_of(own)}, not a thread id"
+    return None
+
+
+def _label(event: Event) -> str:
+    """The event as a refusal names it: ``ph "X", name "cudaLaunchKernel"``."""
+    parts = [
+        f"{key} {_shown(value)}"
+        for key in ("ph", "name")
+        if isinstance(value := event.get(key), str)
+    ]
+    return ", ".join(parts) or "no ph, no name"
+
+
+def _kind_of(value: object) -> str:
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _fits_a_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def _shown(value: object) -> str:
+    """A value as a refusal shows it (strings quoted as in JSON), long ones shortened."""
+    text = json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
+    if len(text) <= 40:
+        return text
+    unit = "characters" if isinstance(value, str) else "digits" if isinstance(value, int) else ""
+    return f"{text[:24]}... ({len(text)} {unit})" if unit else f"{text[:24]}..."

@@ -7,13 +7,20 @@ Where it cannot (a batch with anything unusual in it), and without the extension
 (stacks, flow ids, most of ``args``), about four times faster than one dict per event
 (:data:`decode_link_structs`). Both are optional: without msgspec they are None and the
 reader hands out dicts.
+
+Every decoder reads a value as orjson (the reader's general decoder) does, since which one reads
+a batch depends on where the reader cut it: the structs hold only plain values (strings,
+numbers, booleans, null; a batch with a list or an object in a field linking reads is left to
+orjson's dicts), and an integer beyond 64 bits, which orjson reads as a float, is made that
+float (``_scanner.as_orjson_reads``: msgspec would keep it exact).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
+from ncompass.traces._scanner import as_orjson_reads
 from ncompass.traces.events import Event
 
 try:
@@ -28,14 +35,19 @@ except ImportError:  # built without a C compiler: batches are decoded into stru
 
 
 if msgspec is not None:
+    # What a struct field holds in the common case: a batch with anything else in a field
+    # (an int beyond 64 bits, a list, an object) fails to decode into these
+    Plain = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)] | float | str | bool | None
+    # and is decoded again into these (a list or an object still fails: dicts read it)
+    Loose = int | float | str | bool | None
 
     class LinkArgs(msgspec.Struct, gc=False):
         """The keys of an event's ``args`` that linking reads (None when absent)."""
 
-        correlation: Any = None
-        bytes: Any = None
-        name: Any = None
-        overlap_of_tid: Any = None
+        correlation: Plain = None
+        bytes: Plain = None
+        name: Plain = None
+        overlap_of_tid: Plain = None
 
         def get(self, key: str) -> Any:
             """The value of ``key`` (None when absent), as ``dict.get`` reads an args dict."""
@@ -44,16 +56,39 @@ if msgspec is not None:
     class LinkEvent(msgspec.Struct, gc=False):
         """The keys of one event that linking reads (None when absent); types as in the JSON."""
 
-        ph: Any = None
-        cat: Any = None
-        name: Any = None
-        pid: Any = None
-        tid: Any = None
-        ts: Any = None
-        dur: Any = None
+        ph: Plain = None
+        cat: Plain = None
+        name: Plain = None
+        pid: Plain = None
+        tid: Plain = None
+        ts: Plain = None
+        dur: Plain = None
         args: LinkArgs | None = None
 
+    class LooseArgs(msgspec.Struct, gc=False):
+        """:class:`LinkArgs` that holds any integer, decoded only to be made a LinkArgs."""
+
+        correlation: Loose = None
+        bytes: Loose = None
+        name: Loose = None
+        overlap_of_tid: Loose = None
+
+    class LooseEvent(msgspec.Struct, gc=False):
+        """:class:`LinkEvent` that holds any integer, decoded only to be made a LinkEvent."""
+
+        ph: Loose = None
+        cat: Loose = None
+        name: Loose = None
+        pid: Loose = None
+        tid: Loose = None
+        ts: Loose = None
+        dur: Loose = None
+        args: LooseArgs | None = None
+
     _DECODER = msgspec.json.Decoder(list[LinkEvent])
+    _LOOSE_DECODER = msgspec.json.Decoder(list[LooseEvent])
+    _EVENT_FIELDS = LinkEvent.__struct_fields__[:-1]  # all but args
+    _ARGS_FIELDS = LinkArgs.__struct_fields__
     _DECODE_ERRORS: tuple[type[BaseException], ...] = (
         msgspec.MsgspecError,
         ValueError,  # invalid UTF-8 surfaces as UnicodeDecodeError
@@ -63,8 +98,25 @@ if msgspec is not None:
     def _decode(text: bytes) -> list[Any] | None:
         try:
             return _DECODER.decode(text)
+        except msgspec.ValidationError:  # an integer beyond 64 bits, or a list or an object
+            pass
         except _DECODE_ERRORS:
             return None
+        try:
+            loose = _LOOSE_DECODER.decode(text)
+        except _DECODE_ERRORS:
+            return None
+        return [_as_link_event(event) for event in loose]
+
+    def _as_link_event(loose: Any) -> Any:
+        """The LinkEvent a LooseEvent stands for, its integers as orjson reads them."""
+        event = LinkEvent(*(_plain(getattr(loose, key)) for key in _EVENT_FIELDS))
+        if loose.args is not None:
+            event.args = LinkArgs(*(_plain(getattr(loose.args, key)) for key in _ARGS_FIELDS))
+        return event
+
+    def _plain(value: Any) -> Any:
+        return as_orjson_reads(value) if type(value) is int else value
 
     def as_event(event: Any) -> Event:
         """The plain dict :class:`LinkEvent` stands for (absent keys left out)."""

@@ -156,11 +156,17 @@ static int key_is(const unsigned char *key, Py_ssize_t length, const char *name)
     return (size_t)length == strlen(name) && memcmp(key, name, (size_t)length) == 0;
 }
 
-/* An args value as a column reads it: ARG_*, and *number for ARG_INT and ARG_BOOL. */
+/* An args value as a column reads it: ARG_*, and *number for ARG_INT and ARG_BOOL. A float
+ * of COLUMN_LIMIT or more (or one not read here) is ARG_ABOVE too: Python refuses it. */
 static int arg_type(const Value *value, long long *number) {
     if (value->type == V_TRUE || value->type == V_FALSE) {
         *number = value->type == V_TRUE;
         return ARG_BOOL;
+    }
+    if (value->type == V_FLOAT) {
+        double real;
+        return !number_as_double(&value->number, &real) || real >= COLUMN_LIMIT ? ARG_ABOVE
+                                                                                : ARG_OTHER;
     }
     if (value->type != V_INTEGER) return ARG_OTHER;
     if (number_as_integer(&value->number, number)) return ARG_INT;

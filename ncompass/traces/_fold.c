@@ -20,6 +20,9 @@
 /* Integers beyond 2**53 do not convert to double exactly: Python compares them exactly, so
  * events holding them are left to the Python fold. */
 #define EXACT_INTEGER_LIMIT 9007199254740992LL
+/* 2**63: a correlation id or byte count from here on (an int, or a float) is refused by the
+ * Python fold (_collector._COLUMN_LIMIT), so events holding one are left to it. */
+#define COLUMN_LIMIT 9223372036854775808.0
 #define NO_LINK (-1)
 
 enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, EVENT_FIELDS };
@@ -450,9 +453,11 @@ static int kind_of(PyObject *category) {
 }
 
 /* An ``args`` value as a column stores it: 1 (an int, *value set), 0 (not one: the column's
- * default), -1 (too large for the column: Python raises, so Python folds it). */
+ * default), -1 (too large for the column, a float that large too: Python refuses it, so Python
+ * folds it). */
 static int column_integer(PyObject *value, int bool_counts, long long *number) {
-    if (!(bool_counts ? PyLong_Check(value) : PyLong_CheckExact(value))) return 0;
+    if (!(bool_counts ? PyLong_Check(value) : PyLong_CheckExact(value)))
+        return PyFloat_CheckExact(value) && PyFloat_AS_DOUBLE(value) >= COLUMN_LIMIT ? -1 : 0;
     int overflow;
     *number = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (overflow > 0) return -1;

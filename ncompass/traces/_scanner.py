@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -49,8 +50,35 @@ _TOO_DEEP = (
     f"an event nests arrays or objects more than {MAX_EVENT_DEPTH} levels deep, "
     "which no profiler writes"
 )
+# Python's int() refuses integers this long (3.10.7 and later), and orjson reads none.
+_MAX_DIGITS: int = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+_TOO_LONG = f"an event holds an integer of more than {_MAX_DIGITS} digits, which no profiler writes"
 
 _HEADER, _EVENTS, _TAIL = "header", "events", "tail"
+
+
+_ORJSON_INTEGERS = range(-(2**63), 2**64)
+"""The integers orjson reads as ints; it reads the others as floats (where they fit one)."""
+
+
+def as_orjson_reads(value: int) -> int | float:
+    """An integer as orjson reads its text: beyond 64 bits a float, unless too large for one
+    (orjson refuses those, and the standard library's decoder keeps them exact).
+
+    The reader's other decoders (the standard library's, msgspec's) read integers so: which one
+    reads an event depends on where a batch was cut, and must not change what it holds.
+    """
+    if value in _ORJSON_INTEGERS:
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        return value
+
+
+def _read_integer(text: str) -> int | float:
+    """``parse_int`` of the standard library's decoder: as orjson reads the integer."""
+    return as_orjson_reads(int(text))
 
 
 class ScanError(Exception):
@@ -280,7 +308,7 @@ class EventScanner:
         # The stdlib decoder accepts what some exporters write and orjson refuses (NaN, Infinity,
         # invalid UTF-8 in names once replaced).
         try:
-            return json.loads(text.decode("utf-8", errors="replace"))
+            return json.loads(text.decode("utf-8", errors="replace"), parse_int=_read_integer)
         except RecursionError:
             raise ScanError(self._consumed_before_buffer + start, _TOO_DEEP) from None
         except json.JSONDecodeError as error:
@@ -288,6 +316,8 @@ class EventScanner:
                 self._consumed_before_buffer + start + error.pos,
                 f"malformed JSON in an event ({error.msg})",
             ) from None
+        except ValueError:  # an integer too long for int() (orjson refused it as well)
+            raise ScanError(self._consumed_before_buffer + start, _TOO_LONG) from None
 
     def _check_large_event(self) -> None:
         """Look for a syntax error once the unfinished event text grows past each threshold."""
@@ -335,6 +365,8 @@ class EventScanner:
                     self._consumed_before_buffer + error.pos,
                     f"malformed JSON in an event ({error.msg})",
                 )
+            except ValueError:  # an integer too long for int()
+                return ScanError(self._consumed_before_buffer + position, _TOO_LONG)
 
     def _parse_tail(self) -> None:
         tail = self._buffer[self._position :].strip(b" \t\r\n")

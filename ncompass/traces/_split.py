@@ -6,7 +6,8 @@ events), and this process merges the parts in file order (:meth:`Collector.absor
 is exactly what one pass gives. A cut is a guess (``}, {`` between two events, as the scanner
 guesses): a wrong one leaves a range that is not a run of whole events, whose scanner then
 fails, and the trace is folded in one pass instead, which also reports a corrupt file exactly as
-it always does. Gzip-compressed traces are folded in one pass: one process must inflate it all.
+it always does (and an event holding a value linking cannot use, counting from the first event).
+Gzip-compressed traces are folded in one pass: one process must inflate it all.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ncompass.traces._decode import decode_link_events
 from ncompass.traces._progress import byte_progress
 from ncompass.traces._scanner import BETWEEN_EVENTS, EventScanner, ScanError
 from ncompass.traces.parallel import default_jobs, worker_pool
-from ncompass.traces.reader import READ_SIZE
+from ncompass.traces.reader import READ_SIZE, TraceValueError
 
 SPLIT_MIN_BYTES = 64 << 20
 """Smaller traces are folded in one pass: starting the processes would cost what they save."""
@@ -112,7 +113,10 @@ def _events_start(path: Path, head: bytes) -> tuple[int, bool, dict[str, object]
     if scanner.events_start is None:
         return None
     collector = Collector(LinkedTrace(path))
-    collector.add(events)
+    try:
+        collector.add(events)
+    except TraceValueError:
+        return None  # the one pass reports it
     if collector.origin is None:
         return None
     return scanner.events_start, scanner.is_bare_array, dict(scanner.metadata), collector.origin
@@ -160,7 +164,7 @@ def _fold_range(
         if end is not None:
             collector.add(scanner.feed(_CLOSING[bare]))
         collector.add(scanner.close())
-    except ScanError:
-        return None
+    except (ScanError, TraceValueError):
+        return None  # the one pass reports it, counting the events from the start of the file
     collector.trace.metadata = scanner.metadata  # the keys after the events, in the last part
     return collector.part()

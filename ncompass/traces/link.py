@@ -67,7 +67,8 @@ def link_trace(
         The linked trace.
 
     Raises:
-        TraceError: The file is missing, truncated or not a trace.
+        TraceError: The file is missing, truncated or not a trace, or an event in it holds a
+            value linking cannot use (a :class:`~ncompass.traces.reader.TraceValueError`).
     """
     trace = fold_in_parts(Path(path), jobs, progress) if jobs != 1 else None
     if trace is None:

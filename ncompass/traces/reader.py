@@ -23,7 +23,22 @@ _GZIP_MAGIC = b"\x1f\x8b"
 READ_SIZE = 128 << 10
 
 
-class CorruptTraceError(TraceError):
+class _PicklableTraceError(TraceError):
+    """A TraceError whose ``__init__`` takes more than its message, pickled as its message and
+    attributes: one raised in a worker process (``summarize -j``) reaches the parent whole."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _restored, (type(self), str(self), self.__dict__)
+
+
+def _restored(kind: type[TraceError], message: str, attributes: dict[str, Any]) -> TraceError:
+    error = kind.__new__(kind)
+    TraceError.__init__(error, message)
+    error.__dict__.update(attributes)
+    return error
+
+
+class CorruptTraceError(_PicklableTraceError):
     """A trace file is truncated or malformed.
 
     Args:
@@ -42,6 +57,36 @@ class CorruptTraceError(TraceError):
             f"{self.path}: cannot read the trace at {where}: {detail}. "
             "Check that the file was copied completely, or export the trace again."
         )
+
+
+class TraceValueError(_PicklableTraceError):
+    """An event of a trace holds a value linking cannot use: a list where a pid belongs, a
+    correlation id beyond 64 bits, ... (valid JSON, but not what a profiler writes).
+
+    Args:
+        path: The trace file.
+        event: Which event, counting from 1 in file order (None when not known).
+        label: The event as the message names it (its phase and name).
+        detail: What is wrong with it.
+    """
+
+    def __init__(self, path: str | Path, event: int | None, label: str, detail: str) -> None:
+        self.path = str(path)
+        self.event = event
+        self.detail = detail
+        where = f"the {_ordinal(event)} event ({label})" if event is not None else label
+        super().__init__(
+            f"{self.path}: cannot link the trace: {where} {detail}. "
+            "Fix or remove that event, or export the trace again."
+        )
+
+
+def _ordinal(number: int) -> str:
+    """``1st``, ``22nd``, ``1,013th``."""
+    suffix = (
+        "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    )
+    return f"{number:,}{suffix}"
 
 
 class TraceReader:

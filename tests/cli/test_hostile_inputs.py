@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from ncompass.cli import ncompass_cli
-from tests.traces.builders import shared_trace
+from tests.traces.builders import TraceBuilder, shared_trace
 
 USER_ERROR = 2
 
@@ -148,6 +148,65 @@ def test_deeply_nested_trace_is_one_line_not_a_traceback(
     deep.write_text(document)
     code, stderr = run(command, deep)
     assert_refused(code, stderr, str(deep), "more than 1000 levels deep")
+
+
+ODD_VALUES = {
+    # found by fuzzing: OverflowError, TypeError: unhashable type
+    "correlation beyond int64": (
+        {"cat": "kernel", "args": {"correlation": 2**63}},
+        "has args.correlation 9223372036854775808, which does not fit in 64 bits",
+    ),
+    "launch correlation beyond uint64": (
+        {"cat": "cuda_runtime", "args": {"correlation": 2**64}},
+        "has args.correlation 1.8446744073709552e+19, which does not fit in 64 bits",
+    ),
+    "memcpy bytes beyond int64": (
+        {"cat": "gpu_memcpy", "args": {"bytes": 2**63 + 5}},
+        "has args.bytes 9223372036854775813, which does not fit in 64 bits",
+    ),
+    "pid a list": ({"pid": [1]}, "has a pid that is a list, not a number or a string"),
+    "tid an object": ({"tid": {"a": 1}}, "has a tid that is an object, not a number or a string"),
+    "name an object": ({"name": {"a": 1}}, "has a name that is an object, not a string"),
+    "ts too large for a float": ({"ts": 10**400}, "has a ts of 1000"),
+}
+
+
+@pytest.mark.parametrize("odd", ODD_VALUES, ids=list(ODD_VALUES))
+@pytest.mark.parametrize("command", ["summarize", "breakdown"])
+def test_a_value_linking_cannot_use_is_one_line_not_a_traceback(
+    tmp_path: Path, odd: str, command: str
+) -> None:
+    changes, expected = ODD_VALUES[odd]
+    builder = TraceBuilder().marker("step", 0, 100)
+    builder.launch("k", 1, 2, 10, 5)
+    odd_event = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20, "dur": 1,
+                 "args": {"correlation": 1}}  # fmt: skip
+    builder.add(**{**odd_event, **changes})
+    path = builder.write(tmp_path / "odd.json")
+    code, stderr = run(command, path)
+    assert_refused(code, stderr, f"{path}: cannot link the trace: the 4th event", expected)
+
+
+def test_a_name_nested_deep_in_lists_is_one_line_not_a_recursion_error(tmp_path: Path) -> None:
+    # str() of the name took Python's recursion limit (at the CLI's stack depth)
+    path = tmp_path / "deep.json"
+    event = '{"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "name": '
+    path.write_text('{"traceEvents": [' + event + "[" * 990 + "1" + "]" * 990 + "}]}")
+    code, stderr = run("summarize", path)
+    assert_refused(code, stderr, f"{path}: cannot link the trace: the 1st event", "is a list")
+
+
+def test_a_bad_trace_read_in_a_worker_process_is_one_line(tmp_path: Path) -> None:
+    # the error came back from the worker as BrokenProcessPool: it did not unpickle
+    good = TraceBuilder().marker("step", 0, 100).write(tmp_path / "good.json")
+    odd = TraceBuilder().marker("step", 0, 100).add(ph="B", pid=[1], tid=1, ts=5)
+    odd_path = odd.write(tmp_path / "odd.json")
+    truncated = tmp_path / "truncated.json"
+    truncated.write_bytes(good.read_bytes()[:40])
+    code, stderr = run("summarize", "-j", "2", good, odd_path)
+    assert_refused(code, stderr, f'{odd_path}: cannot link the trace: the 2nd event (ph "B")')
+    code, stderr = run("summarize", "-j", "2", good, truncated)
+    assert_refused(code, stderr, f"{truncated}: cannot read the trace at byte")
 
 
 def test_deeply_nested_header_is_one_line(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ order into one trace):
   or folds into the same Folder again. An error is fine, a crash is not.
 * every 50th case, ``link_trace`` of a whole damaged file (plain or gzip), read through the C
   reader, through msgspec's structs and by the Python fold: the same linked trace, or the same
-  ``TraceError``. (An error other than a TraceError, the same every way, is counted, not failed:
-  the Python fold raises it, e.g. OverflowError for a correlation id beyond int64.)
+  ``TraceError``. Any other error is a failure, in a fold of batches as well (a value of the
+  wrong type or range, such as a correlation id beyond int64, is a ``TraceValueError``).
 
 Nothing may crash, whatever the text: run it against a build with AddressSanitizer and
 UBSan to know (``PYTHONMALLOC=malloc`` so ASan sees every allocation; the driver also poisons
@@ -500,8 +500,8 @@ class Stats:
         return (
             f"{self.cases} cases: {self.read_in_c} batches read in C ({self.read_in_c_not_by_msgspec}"
             f" of them refused by msgspec), {self.left_to_msgspec} left to msgspec; "
-            f"{self.files} whole files ({self.file_trace_errors} TraceError); the same other "
-            f"error every way: {self.raises or 'none'}; failures: {len(self.failures)}"
+            f"{self.files} whole files ({self.file_trace_errors} TraceError); batches refused "
+            f"alike every way: {self.raises or 'none'}; failures: {len(self.failures)}"
         )
 
 
@@ -543,9 +543,11 @@ class Fuzzer:
         import orjson
 
         from ncompass.errors import TraceError
-        from ncompass.traces import _collector, _decode, link, reader
+        from ncompass.traces import _collector, _decode, _scanner, link, reader
 
         self.orjson = orjson
+        # the scanner's stdlib fallback reads integers as orjson does
+        self.read_integer = _scanner._read_integer
         self.trace_error = TraceError
         self.collector_module, self.link, self.reader = _collector, link, reader
         self.fold: Any = _collector._fold
@@ -567,7 +569,9 @@ class Fuzzer:
             decoded = self.orjson.loads(text)
         except self.orjson.JSONDecodeError:
             try:
-                decoded = json.loads(text.decode("utf-8", errors="replace"))
+                decoded = json.loads(
+                    text.decode("utf-8", errors="replace"), parse_int=self.read_integer
+                )
             except (ValueError, RecursionError):
                 return None
         if not isinstance(decoded, list):
@@ -588,7 +592,9 @@ class Fuzzer:
             trace = collector.finish()
             self.link._link_gpu_events_to_launches(trace)
             self.link._link_launches_and_markers(trace)
-        except Exception as error:  # compared: each way must raise the same
+        except self.trace_error as error:  # compared: each way must refuse alike
+            return ("TraceError", type(error).__name__, str(error))
+        except Exception as error:  # a failure (check_batches)
             return ("raised", type(error).__name__)
         return linked_state(trace)
 
@@ -626,7 +632,10 @@ class Fuzzer:
                     self.poisoner.unpoison(text)
         folded_structs = self.fold_all(reference, in_c=True)
         folded_python = self.fold_all(reference, in_c=False)
-        if folded_python[0] == "raised":
+        for folded in (folded_text, folded_structs, folded_python):
+            if folded[0] == "raised":
+                raise Mismatch(f"the fold raised {folded[1]}, not a TraceError")
+        if folded_python[0] == "TraceError":
             stats.note_raise("the fold", folded_python[1])
         if folded_text != folded_python:
             raise Mismatch(
@@ -726,8 +735,9 @@ class Fuzzer:
         results = {way: self.link_file(path, way) for way in ("text", "structs", "python")}
         stats.files += 1
         stats.file_trace_errors += results["python"][0] == "TraceError"
-        if results["python"][0] == "raised":
-            stats.note_raise("link_trace", results["python"][1])
+        for way, result in results.items():
+            if result[0] == "raised":
+                raise Mismatch(f"link_trace {way} raised {result[1]}, not a TraceError")
         if results["text"] != results["python"] or results["structs"] != results["python"]:
             raise Mismatch(
                 "link_trace differs: "

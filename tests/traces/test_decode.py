@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from ncompass.traces import _collector, _decode, link, reader
@@ -304,3 +305,22 @@ def test_launches_at_nan_times_link_identically_on_every_path(
     linked = linked_every_way(path, monkeypatch)
     assert len({repr(way) for way in linked}) == 1  # nan != nan, but prints the same
     assert linked[0]["launches"][5][1] == NO_LINK  # (where the others go is the sort's to say)
+
+
+def test_integers_beyond_64_bits_are_read_as_orjson_reads_them() -> None:
+    # msgspec keeps them exact, orjson makes them floats: which one reads an event depends on
+    # where the reader cut its batch, so the structs hold what orjson reads
+    text = b'[{"pid": 18446744073709551616, "tid": -9223372036854775809, "ts": 2, "dur": %s}]'
+    for dur in (b"1", b"9223372036854775808", b"1" + b"0" * 400):
+        (event,) = _decode.decode_link_structs(text % dur)
+        reference = orjson.loads(text % b"1")[0]
+        assert (event.pid, event.tid) == (reference["pid"], reference["tid"])
+        assert type(event.pid) is float and type(event.tid) is float
+        assert type(event.dur) is int  # within 64 bits (unsigned), or too large for a float
+    # the standard library's decoder (of the events orjson refuses, NaN here) reads them so too
+    scanner = EventScanner()
+    (event,) = scanner.feed(text % b"NaN") + scanner.close()
+    assert type(event["pid"]) is float and event["pid"] == reference["pid"]
+    # a list or an object where linking reads a value: the dicts of the general decoder
+    assert _decode.decode_link_structs(b'[{"pid": [1], "ts": 1}]') is None
+    assert _decode.decode_link_structs(b'[{"args": {"bytes": {"a": 1}}}]') is None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ncompass.errors import TraceError
-from ncompass.traces.reader import CorruptTraceError, TraceReader, read_metadata
+from ncompass.traces.reader import CorruptTraceError, TraceReader, TraceValueError, read_metadata
 from tests.traces.builders import TraceBuilder, shared_traces
 
 
@@ -225,3 +226,22 @@ def test_a_stray_quote_in_a_real_trace_is_reported_at_its_byte(tmp_path: Path) -
     assert f"{path}: cannot read the trace at byte {damaged_at}: malformed JSON" in str(
         caught.value
     )
+
+
+def test_an_integer_too_long_for_python_is_a_corrupt_trace(tmp_path: Path) -> None:
+    # found alongside: the standard library's decoder raised ValueError, not a TraceError
+    path = tmp_path / "t.json"
+    head = '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}, '
+    path.write_text(head + '{"ph": "X", "ts": 1' + "0" * 5000 + ', "dur": 1}]}')
+    with pytest.raises(CorruptTraceError, match=r"at byte \d+: an event holds an integer of more"):
+        read_all(path)
+
+
+def test_trace_errors_survive_the_trip_from_a_worker_process(tmp_path: Path) -> None:
+    for error in (
+        CorruptTraceError(tmp_path / "t.json", 12, "truncated", compressed=True),
+        TraceValueError(tmp_path / "t.json", 3, 'ph "X"', "has a pid that is a list"),
+    ):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error)
+        assert copy.__dict__ == error.__dict__
