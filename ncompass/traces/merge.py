@@ -85,7 +85,8 @@ def merge_traces(
         if worker_count(jobs, paths) <= 1:  # small inputs: starting workers costs more
             for plan in plans:
                 for batch in TraceReader(plan.path, progress=progress).batches():
-                    writer.write_many(_rewrite(plan, batch))
+                    encoded = _encoded(plan, batch)
+                    writer.write_encoded((b",\n".join(encoded),), len(encoded))
                 writer.write_many(_labels(plan))
         else:
             # Workers rewrite and encode their ranks into fragments beside the output (same
@@ -116,7 +117,7 @@ def _rewrite_to_fragment(
     events = 0
     with open(fragment, "wb") as out:
         for batch in TraceReader(plan.path, progress=progress).batches():
-            encoded = [orjson.dumps(event) for event in _rewrite(plan, batch)]
+            encoded = _encoded(plan, batch)
             if encoded:
                 out.write((b",\n" if events else b"") + b",\n".join(encoded))
                 events += len(encoded)
@@ -154,12 +155,36 @@ def _base_time_ns(metadata: dict[str, Any]) -> int | None:
     return base if isinstance(base, int) and not isinstance(base, bool) else None
 
 
+_THREAD_ID_TYPES = (int, float, str, type(None))
+
+
+def _encoded(plan: _RankPlan, events: list[Event]) -> list[bytes]:
+    """The rank's events rewritten onto the merged timeline, each encoded as JSON.
+
+    Raises:
+        TraceError: an event holds a value the merged trace cannot carry (naming the file).
+    """
+    try:
+        return [orjson.dumps(event) for event in _rewrite(plan, events)]
+    except orjson.JSONEncodeError as error:  # e.g. an integer beyond 64 bits
+        raise TraceError(
+            f"{plan.path}: cannot merge the trace: an event holds a value JSON output cannot "
+            f"carry ({error}); fix or remove that event, or export the trace again"
+        ) from None
+
+
 def _rewrite(plan: _RankPlan, events: list[Event]) -> list[Event]:
     rewritten: list[Event] = []
     id_offset = plan.rank * _ID_STRIDE
     for event in events:
         pid, tid = event.get("pid"), event.get("tid")
         phase = event.get("ph")
+        if not isinstance(pid, _THREAD_ID_TYPES) or not isinstance(tid, _THREAD_ID_TYPES):
+            raise TraceError(
+                f"{plan.path}: cannot merge the trace: an event (ph {phase!r}, name "
+                f"{str(event.get('name'))[:80]!r}) has a pid or tid that is not a number or a "
+                "string; fix or remove that event, or export the trace again"
+            )
         if phase == "M":
             _remember_label(plan, event)
             continue  # replaced by the rank's own labels at the end

@@ -347,3 +347,20 @@ def test_convert_refuses_a_report_value_past_the_limit(tmp_path: Path) -> None:
     code, stderr = run("convert", report, "-o", tmp_path / "out.json")
     assert_refused(code, stderr, str(report), "larger than 16 MiB")
     assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("odd", ODD_VALUES, ids=list(ODD_VALUES))
+def test_merge_carries_an_odd_value_or_refuses_it_in_one_line(tmp_path: Path, odd: str) -> None:
+    changes, _ = ODD_VALUES[odd]
+    builder = TraceBuilder().marker("step", 0, 100)
+    builder.metadata["distributedInfo"] = {"rank": 5}  # beside the shared rank 0
+    builder.add(**{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20,
+                   "dur": 1, **changes})  # fmt: skip
+    path = builder.write(tmp_path / "odd.json")
+    merged = tmp_path / "merged.json"
+    code, stderr = run("merge", path, shared_trace("trace_filter"), "-o", merged)
+    if code == 0:
+        assert merged.stat().st_size > 0, stderr
+    else:
+        assert_refused(code, stderr, f"{path}: cannot merge the trace")
+        assert not merged.exists()
