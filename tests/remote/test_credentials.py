@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -64,17 +65,28 @@ def header_logging_server(host: str) -> Iterator[tuple[str, list[dict[str, str]]
         server.server_close()
 
 
+@dataclass
+class Clusters:
+    """The saved cluster, another address, what each was sent, and the settings file."""
+
+    saved: str
+    saved_seen: list[dict[str, str]]
+    other: str
+    other_seen: list[dict[str, str]]
+    settings: Path
+
+
 @pytest.fixture
-def clusters(
-    tmp_path: Path,
-) -> Iterator[tuple[str, list[dict[str, str]], str, list[dict[str, str]], Path]]:
+def clusters(tmp_path: Path) -> Iterator[Clusters]:
     """The saved cluster (token and headers saved for it) and another address."""
-    with header_logging_server("127.0.0.1") as (saved, saved_seen):
-        with header_logging_server("127.0.0.2") as (other, other_seen):
-            settings = tmp_path / "remote.yaml"
-            config = RemoteConfig(address=saved, token=TOKEN, headers={"X-Team-Secret": "perf"})
-            save_config(config, settings)
-            yield saved, saved_seen, other, other_seen, settings
+    with (
+        header_logging_server("127.0.0.1") as (saved, saved_seen),
+        header_logging_server("127.0.0.2") as (other, other_seen),
+    ):
+        settings = tmp_path / "remote.yaml"
+        config = RemoteConfig(address=saved, token=TOKEN, headers={"X-Team-Secret": "perf"})
+        save_config(config, settings)
+        yield Clusters(saved, saved_seen, other, other_seen, settings)
 
 
 def _ncompass(settings: Path, *args: str, ray_address: str | None = None) -> None:
@@ -113,35 +125,32 @@ def _leaked(seen: list[dict[str, str]]) -> list[str]:
         "RAY_ADDRESS",
     ],
 )
-def test_a_saved_token_is_not_sent_to_another_address(clusters: Any, how: str) -> None:
-    saved, saved_seen, other, other_seen, settings = clusters
+def test_a_saved_token_is_not_sent_to_another_address(clusters: Clusters, how: str) -> None:
     if how == "RAY_ADDRESS":
-        _ncompass(settings, "jobs", "list", ray_address=other)
+        _ncompass(clusters.settings, "jobs", "list", ray_address=clusters.other)
     elif how == "jobs connect":
-        _ncompass(settings, "jobs", "connect", other)
+        _ncompass(clusters.settings, "jobs", "connect", clusters.other)
     else:
         command = how.split()[:2]
         job = [] if command[1] == "list" else ["raysubmit_x"]
-        _ncompass(settings, *command, *job, "--address", other)
-    assert other_seen, "the command never reached the other address"
-    assert _leaked(other_seen) == []
-    assert saved_seen == []
+        _ncompass(clusters.settings, *command, *job, "--address", clusters.other)
+    assert clusters.other_seen, "the command never reached the other address"
+    assert _leaked(clusters.other_seen) == []
+    assert clusters.saved_seen == []
 
 
-def test_submit_to_another_address_sends_no_saved_token(clusters: Any) -> None:
-    saved, saved_seen, other, other_seen, settings = clusters
-    (settings.parent / "job.py").write_text("print('hi')\n")
-    _ncompass(settings, "submit", "--address", other, "-g", "0", "job.py")
-    assert other_seen, "submit never reached the other address"
-    assert _leaked(other_seen) == []
+def test_submit_to_another_address_sends_no_saved_token(clusters: Clusters) -> None:
+    (clusters.settings.parent / "job.py").write_text("print('hi')\n")
+    _ncompass(clusters.settings, "submit", "--address", clusters.other, "-g", "0", "job.py")
+    assert clusters.other_seen, "submit never reached the other address"
+    assert _leaked(clusters.other_seen) == []
 
 
-def test_the_saved_address_gets_its_token_and_headers(clusters: Any) -> None:
-    saved, saved_seen, other, other_seen, settings = clusters
-    _ncompass(settings, "jobs", "list")
-    _ncompass(settings, "jobs", "list", "--address", saved + "/")
-    assert len(saved_seen) >= 2 and other_seen == []
-    for headers in saved_seen:
+def test_the_saved_address_gets_its_token_and_headers(clusters: Clusters) -> None:
+    _ncompass(clusters.settings, "jobs", "list")
+    _ncompass(clusters.settings, "jobs", "list", "--address", clusters.saved + "/")
+    assert len(clusters.saved_seen) >= 2 and clusters.other_seen == []
+    for headers in clusters.saved_seen:
         assert headers["authorization"] == f"Bearer {TOKEN}"
         assert headers["x-team-secret"] == "perf"
 
