@@ -23,14 +23,18 @@ import pytest
 
 from ncompass.remote.address import resolve_cluster
 from ncompass.remote.config import ConfigFile, RemoteConfig, save_config
+from ncompass.remote.dashboard import Dashboard
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "saved-s3cret"
 
 
 @contextmanager
-def header_logging_server(host: str) -> Iterator[tuple[str, list[dict[str, str]]]]:
-    """An HTTP server on ``host`` that records each request's headers and answers like Ray."""
+def header_logging_server(
+    host: str, redirect_to: str | None = None
+) -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """An HTTP server on ``host`` that records each request's headers and answers like Ray
+    (or redirects every request to the same path at ``redirect_to``)."""
     seen: list[dict[str, str]] = []
 
     class _Handler(BaseHTTPRequestHandler):
@@ -39,6 +43,12 @@ def header_logging_server(host: str) -> Iterator[tuple[str, list[dict[str, str]]
             length = int(self.headers.get("Content-Length") or 0)
             if length:
                 self.rfile.read(length)
+            if redirect_to is not None:
+                self.send_response(302)
+                self.send_header("Location", f"{redirect_to}{self.path}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             body: Any = [] if self.path.startswith("/api/jobs") else {"ray_version": "2.0"}
             payload = json.dumps(body).encode()
             self.send_response(200)
@@ -174,6 +184,18 @@ def test_a_saved_token_is_sent_only_to_the_same_scheme_host_and_port(
     settings = ConfigFile(tmp_path / "r.yaml", RemoteConfig(address=saved, token="t"))
     headers = resolve_cluster(used, settings).headers
     assert ("Authorization" in headers) is sent
+
+
+def test_a_redirect_to_another_address_carries_no_saved_credential(tmp_path: Path) -> None:
+    with (
+        header_logging_server("127.0.0.2") as (other, other_seen),
+        header_logging_server("127.0.0.1", redirect_to=other) as (saved, saved_seen),
+    ):
+        config = RemoteConfig(address=saved, token=TOKEN, headers={"X-Team-Secret": "perf"})
+        cluster = resolve_cluster(None, ConfigFile(tmp_path / "r.yaml", config))
+        assert Dashboard(cluster).ray_version() == "2.0"  # answered by the other address
+    assert saved_seen[0]["authorization"] == f"Bearer {TOKEN}"
+    assert len(other_seen) == 1 and _leaked(other_seen) == []
 
 
 def test_the_environment_token_goes_to_the_address_of_the_command(
