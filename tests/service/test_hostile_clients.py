@@ -214,11 +214,11 @@ def test_a_job_past_its_time_limit_fails_and_frees_the_worker(tmp_path: Path) ->
 
 
 def test_serve_takes_a_job_time_limit_and_an_inflated_size_limit(tmp_path: Path) -> None:
-    with serve(tmp_path / "s", "--job-timeout-s", "0.5", "--max-inflated-mb", "8") as (url, _):
-        answer = call("POST", f"{url}/v1/uploads?name=b.json.gz", bomb(64))
-        assert answer.status == 413 and "more than 8 MiB" in answer.json()["detail"]
-        job = summarize(url, upload(url, bomb(7), "slow.json.gz"))
-    # 7 MiB of events take longer than half a second on this machine or any other.
+    with serve(tmp_path / "s", "--job-timeout-s", "0.5", "--max-inflated-mb", "400") as (url, _):
+        answer = call("POST", f"{url}/v1/uploads?name=b.json.gz", bomb(1024))
+        assert answer.status == 413 and "more than 400 MiB" in answer.json()["detail"]
+        # 380 MiB of events: seconds of work on any machine, far past half a second.
+        job = summarize(url, upload(url, bomb(380), "slow.json.gz"))
     assert job["status"] == "failed" and "time limit (0.5 s)" in job["error"]
 
 
