@@ -31,6 +31,8 @@ class AllowedHosts:
     def __init__(self, bound: str, extra: Iterable[str] = ()) -> None:
         self.any_address = bound in _WILDCARDS
         names = {"localhost", bound, *extra}
+        if _normalized(bound) == "localhost":
+            names |= {"127.0.0.1", "::1"}  # what "localhost" is bound as
         self.names = frozenset(_normalized(name) for name in names if name not in _WILDCARDS)
 
     def admits(self, host_header: str | None) -> bool:

@@ -140,6 +140,16 @@ def test_only_the_bound_address_localhost_and_allowed_names_are_answered(
         assert kept == []
 
 
+def test_a_service_bound_as_localhost_answers_its_loopback_address(tmp_path: Path) -> None:
+    from ncompass.service import BackgroundService
+
+    with BackgroundService(host="localhost", storage_dir=tmp_path / "s") as service:
+        port = service.url.rsplit(":", 1)[1]
+        for name, status in [("127.0.0.1", 200), ("localhost", 200), ("evil.example", 400)]:
+            answer = call("GET", f"{service.url}/v1/health", headers={"Host": f"{name}:{port}"})
+            assert answer.status == status, name
+
+
 def test_serve_answers_a_name_given_with_allow_host_and_no_other(tmp_path: Path) -> None:
     with serve(tmp_path / "s", "--allow-host", "gpu-box.lab", "--allow-host", "gpu-box") as (
         url,
