@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
 from ncompass._version import __version__
@@ -158,7 +159,12 @@ def create_app(
         try:
             # Chunks are written as they arrive: memory stays flat whatever the trace's size.
             async for chunk in request.stream():
-                sink.write(chunk)
+                if sink.inflating:
+                    # Inflating a chunk may take a while (1,000:1 is possible): off the event
+                    # loop, so other requests are answered meanwhile.
+                    await run_in_threadpool(sink.write, chunk)
+                else:
+                    sink.write(chunk)
             item = sink.commit()
         except StorageFull as error:
             sink.discard()

@@ -232,6 +232,11 @@ class UploadSink:
         self._inflated: InflatedSize | None = None
         self._file: IO[bytes] | None = path.open("wb")
 
+    @property
+    def inflating(self) -> bool:
+        """Whether the upload is gzip, each chunk inflated (and counted) as it is written."""
+        return self._inflated is not None
+
     def write(self, chunk: bytes) -> None:
         """Append a chunk.
 
