@@ -180,7 +180,7 @@ def test_a_failed_job_does_not_tell_where_the_service_keeps_files(tmp_path: Path
 def test_a_gzip_that_inflates_past_the_limit_is_refused_while_it_arrives(tmp_path: Path) -> None:
     from ncompass.service import BackgroundService
 
-    body = bomb(1024)  # 1 GiB of JSON in about 1 MB of gzip
+    body = bomb(1024)  # 1 GiB of JSON in about 4 MB of gzip
     assert len(body) < 8 * MIB
     limits = ServiceLimits(max_inflated_bytes=16 * MIB)
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
