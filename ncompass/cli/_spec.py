@@ -23,7 +23,9 @@ def spec_group() -> None:
 def validate_command(specs: tuple[Path, ...], paths: tuple[str, ...]) -> None:
     """Check SPECS against the code they target: every marker must match.
 
-    Nothing is imported or run. Exits 2 if any spec has a problem.
+    Nothing is imported or run: targets are read as source, and a custom context class
+    (module:Class) is checked by reading its module's source; what only importing could show
+    is printed as a note. Exits 2 if any spec has a problem.
     """
     from ncompass.importer.validate import validate_spec
     from ncompass.spec.models import RewriteConfig
@@ -31,8 +33,9 @@ def validate_command(specs: tuple[Path, ...], paths: tuple[str, ...]) -> None:
     extend_search_path(paths)
     failures: list[str] = []
     for spec in specs:
+        context_notes: list[str] = []
         try:
-            checks = validate_spec(RewriteConfig.from_yaml(spec))
+            checks = validate_spec(RewriteConfig.from_yaml(spec), context_notes)
         except NcompassError as error:
             failures.append(str(error))
             click.secho(f"✗ {error}", fg="red", err=True)
@@ -42,6 +45,8 @@ def validate_command(specs: tuple[Path, ...], paths: tuple[str, ...]) -> None:
             f"✓ {spec}: {_count(markers, 'marker')} in {_count(len(checks), 'target')}",
             fg="green",
         )
+        for note in context_notes:
+            click.echo(f"    note: {note}")
         for check in checks:
             where = check.source or check.target.label
             if check.skipped:

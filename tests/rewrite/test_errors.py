@@ -150,7 +150,7 @@ def test_unknown_context_class_is_an_error(tmp_path: Path) -> None:
     error = _error(
         tmp_path, "functions:\n  - qualname: helper\n    context: 'no_such_module:Timer'\n"
     )
-    assert error.line == 5 and "cannot import module 'no_such_module'" in str(error)
+    assert error.line == 5 and "cannot find module 'no_such_module'" in str(error)
 
 
 def test_misspelt_context_fails_at_its_line_when_rewrites_are_enabled(tmp_path: Path) -> None:
