@@ -28,6 +28,9 @@ from ncompass.kernels.problems import AttentionProblem, Conv2dProblem, GemmProbl
 
 Problem = GemmProblem | Conv2dProblem | NormProblem | AttentionProblem
 
+UNUSABLE_CACHED_CHOICE = "cached tuning choice outside the search space (see its warning)"
+"""The fallback reason of a call whose cached config is refused (as ``stats()`` counts it)."""
+
 
 @dataclass
 class KernelLaunch:
@@ -64,6 +67,12 @@ class KernelLaunch:
     def interpreted(self) -> bool:
         """Whether the kernel runs in Triton's interpreter."""
         return bool(_kernel_module(self.kernel).INTERPRETED)
+
+    def unusable_choice(self) -> str | None:
+        """The fallback reason when this call's cached config must not run, else None."""
+        if autotuner().unusable(self.key()) is None:
+            return None
+        return UNUSABLE_CACHED_CHOICE
 
     def choose(self, force: bool = False) -> Choice:
         """The config to run with (tuned, cached or remembered; see the autotuner)."""
@@ -173,6 +182,7 @@ def _shared_memory(index: int) -> int | None:
 
 
 __all__ = [
+    "UNUSABLE_CACHED_CHOICE",
     "KernelLaunch",
     "Problem",
     "attention_launch",
