@@ -20,7 +20,7 @@ def check_contexts(config: RewriteConfig, *, import_classes: bool) -> None:
 
     Raises:
         SpecError: a context is unknown or unusable; the message names the spec file and the
-            line of the marker (or of the spec's ``context:``) and what to do.
+            line of the ``context:`` that names it and what to do.
     """
     from ncompass.runtime.sites import resolve_context
 
@@ -44,7 +44,7 @@ def _contexts(config: RewriteConfig) -> Iterator[tuple[str, Path | None, int | N
         ]
         for marker in markers:
             if marker.context:
-                yield marker.context, path, marker.line
+                yield marker.context, path, marker.context_line or marker.line
 
 
 __all__ = ["check_contexts"]
