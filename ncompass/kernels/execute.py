@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
 from typing import Any
@@ -51,9 +51,15 @@ class KernelLaunch:
     output: Any
     launch: Callable[[KernelConfig], None]
     candidates: Callable[[bool, int | None], list[KernelConfig]]
+    _key: TuningKey | None = field(default=None, init=False, repr=False)
 
     def key(self) -> TuningKey:
-        """The autotune cache key of this call."""
+        """The autotune cache key of this call (computed once: a call asks for it twice)."""
+        if self._key is None:
+            self._key = self._tuning_key()
+        return self._key
+
+    def _tuning_key(self) -> TuningKey:
         return TuningKey(
             kernel=self.kernel,
             source_hash=kernel_source_hash(self.kernel),
