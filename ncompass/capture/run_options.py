@@ -73,6 +73,8 @@ class RunResult:
     config: RewriteConfig
     gpu: GpuTimeline | None = None
     unplaced: list[TargetSpec] = field(default_factory=list)
+    # the program ran a torch profiler of its own: ncompass's stepped aside and wrote no trace
+    code_profiler: bool = False
 
 
 def load_specs(

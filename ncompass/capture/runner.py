@@ -116,7 +116,13 @@ def run(options: RunOptions) -> RunResult:
     try:
         try:
             with profiled(
-                profiler, config, folder, runner=True, on_start=start_monitor_after_profiler
+                profiler,
+                config,
+                folder,
+                runner=True,
+                on_start=start_monitor_after_profiler,
+                # the program's own torch profiler takes Kineto's one session: ours steps aside
+                yield_to_code_profiler=isinstance(profiler, TorchProfiler),
             ) as profiled_run:
                 outcome = _run_entry(options)
         finally:
@@ -135,6 +141,8 @@ def run(options: RunOptions) -> RunResult:
     finally:
         disable_rewrites()
     written, markers = profiled_run.written, profiled_run.markers
+    if profiled_run.yielded and trace_path is not None and _is_empty(trace_path):
+        trace_path.unlink()  # claimed for a trace that was never written
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
@@ -144,7 +152,10 @@ def run(options: RunOptions) -> RunResult:
         )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
-    return RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced)
+    return RunResult(
+        outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced,
+        code_profiler=profiled_run.yielded,
+    )  # fmt: skip
 
 
 def _run_entry(options: RunOptions) -> ScriptOutcome:

@@ -28,7 +28,7 @@ def check_contexts(config: RewriteConfig, *, read_classes: bool) -> list[str]:
 
     Raises:
         SpecError: a context is unknown or unusable; the message names the spec file and the
-            line of the marker (or of the spec's ``context:``) and what to do.
+            line of the ``context:`` that names it and what to do.
     """
     from ncompass.importer.context_source import check_context_source
     from ncompass.runtime.sites import resolve_context
@@ -74,7 +74,7 @@ def _contexts(config: RewriteConfig) -> Iterator[tuple[str, Path | None, int | N
         ]
         for marker in markers:
             if marker.context:
-                yield marker.context, path, marker.line
+                yield marker.context, path, marker.context_line or marker.line
 
 
 __all__ = ["check_contexts"]

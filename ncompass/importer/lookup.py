@@ -29,8 +29,8 @@ def module_source(name: str) -> Path:
     if spec is None or spec.origin is None:
         raise SpecError(
             f"module {name!r} not found on sys.path; check the name, install it, or add the "
-            "folder that contains it to the search path (--path FOLDER on the command line, "
-            "or PYTHONPATH)"
+            "folder that contains it to PYTHONPATH (or, to check a spec, give it as `ncompass "
+            "spec validate --path FOLDER`)"
         )
     if not spec.origin.endswith(".py"):
         raise SpecError(

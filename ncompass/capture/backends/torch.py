@@ -27,6 +27,7 @@ from ncompass.capture.compiled_kernels import (
     provenance_note,
     start_recording,
 )
+from ncompass.capture.kineto_log import quiet_kineto_log
 from ncompass.errors import CaptureError, TraceError
 
 
@@ -106,7 +107,8 @@ class TorchProfiler:
                 profile_memory=self.profile_memory,
                 with_stack=self.with_stack,
             )
-            self._profile.__enter__()
+            with quiet_kineto_log():
+                self._profile.__enter__()
             TorchProfiler._active = self
         self._kernel_origins = start_recording()
 
@@ -123,7 +125,8 @@ class TorchProfiler:
             TorchProfiler._active = None
         self._stop_recording_kernels()
         if profile is not None:
-            profile.__exit__(None, None, None)
+            with quiet_kineto_log():
+                profile.__exit__(None, None, None)
 
     @contextmanager
     def room_for_code_profiler(self, before_stepping_aside: Callable[[], object]) -> Iterator[None]:
@@ -174,7 +177,8 @@ class TorchProfiler:
                 "the profiled code ran a torch profiler of its own, which ended ncompass's; "
                 "no ncompass trace was written (use the code's own trace)"
             )
-        profile.__exit__(None, None, None)
+        with quiet_kineto_log():
+            profile.__exit__(None, None, None)
         try:
             with atomic_output(self.output_path) as temporary:  # ends in .gz if the output does
                 profile.export_chrome_trace(str(temporary))
