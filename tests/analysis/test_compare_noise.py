@@ -76,3 +76,33 @@ def test_each_verdict_gives_the_ratio_and_the_reason_that_decided_it(tmp_path: P
         low, high = row["interval"]
         if not low <= 1 <= high:  # the interval alone would say slower: the table says why not
             assert f"same: {row['reason']}" in markdown
+
+
+def test_three_runs_a_side_must_be_apart_by_more_than_the_band(tmp_path: Path) -> None:
+    """Every after run slower than every before run is the order an unchanged program's runs
+    take by chance 1 time in 20 with three a side: it takes the span of the runs clearing the
+    band (the closest runs over 10 % apart) to call it, and a real 30 % slowdown still does."""
+
+    def side(label: str, scales: tuple[float, ...]) -> list[Path]:
+        return [
+            _run(tmp_path / f"{label}{index}.json", seed=index + (10 if label == "b" else 0),
+                 scale=scale)
+            for index, scale in enumerate(scales)
+        ]  # fmt: skip
+
+    before = side("a", (1.0, 1.0, 1.12))  # one run contended
+    apart_by_chance = compare(before, side("b", (1.14, 1.20, 1.22)))
+    step = apart_by_chance.marker("step")
+    assert step is not None and step.interval is not None and step.interval.low > 1.0
+    assert step.ratio is not None and step.ratio > 1.1
+    assert step.lower_quartile_ratio is not None and step.lower_quartile_ratio > 1.1
+    assert step.verdict == "same" and "does not clear ±10%" in step.reason
+    assert step.interval.span
+    assert not [change for change in apart_by_chance.cpu_ops if change.is_real]
+    assert not check_slowdown(apart_by_chance, 0.05, "step").failed
+    slower = compare(before, side("b", (1.3, 1.3, 1.4)))
+    step = slower.marker("step")
+    assert step is not None and step.verdict == "slower"
+    assert check_slowdown(slower, 0.05, "step").failed
+    mirrored = compare(side("b", (1.3, 1.3, 1.4)), before).marker("step")
+    assert mirrored is not None and mirrored.verdict == "faster"

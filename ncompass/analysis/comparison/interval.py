@@ -28,11 +28,17 @@ SEED = 20_241_125
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """``after / before`` of the means and its bootstrap interval (``low`` <= ``high``)."""
+    """``after / before`` of the means and its bootstrap interval (``low`` <= ``high``).
+
+    ``span`` is true when the interval is the span of the block means' ratios (fewer than
+    ``MIN_BLOCKS`` blocks a side): a change then has to clear the noise band with that span
+    (see :attr:`~.result.Change.verdict`).
+    """
 
     ratio: float
     low: float
     high: float
+    span: bool = False
 
     def holds_one(self) -> bool:
         """Whether no change (a ratio of exactly 1) is inside the interval."""
@@ -101,14 +107,16 @@ def _span_of_ratios(
     """From the slowest to the fastest block of one side over the other's: with under
     MIN_BLOCKS blocks a side a bootstrap is far too narrow (3 against 3 has 10 distinct
     resamples a side), so the interval excludes 1 only when every block of one side is slower
-    than every block of the other."""
+    than every block of the other. For an unchanged program that order still comes up by
+    chance, 1 time in 20 each way for 3 blocks against 3 (1 in 6 for 2 against 2), so the
+    verdict asks the whole span to clear the noise band."""
     before_means = [total / count for total, count in zip(before_sums, before_counts, strict=True)]
     after_means = [total / count for total, count in zip(after_sums, after_counts, strict=True)]
     if min(before_means) <= 0:
         return None
     low = min(after_means) / max(before_means)
     high = max(after_means) / min(before_means)
-    return RatioInterval(ratio, min(low, ratio), max(high, ratio))
+    return RatioInterval(ratio, min(low, ratio), max(high, ratio), span=True)
 
 
 def _blocks(samples: Sequence[float], runs: Sequence[int]) -> tuple[list[float], list[int]]:

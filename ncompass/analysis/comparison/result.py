@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ncompass.analysis.comparison.html_page import render_comparison_html
-from ncompass.analysis.comparison.interval import CONFIDENCE, RatioInterval
+from ncompass.analysis.comparison.interval import CONFIDENCE, MIN_BLOCKS, RatioInterval
 from ncompass.analysis.comparison.markdown import render_comparison_markdown
 
 SLOWER = "slower"
@@ -106,7 +106,8 @@ class Change:
 
     def _moved(self, *, slower: bool) -> bool:
         """Whether the time paid and the typical call both moved that way beyond the noise:
-        the interval of the ratio of the means excludes 1 on that side, that ratio and the
+        the interval of the ratio of the means excludes 1 on that side (clears the noise band
+        when it is the span of a few runs, see :attr:`_interval_edge`), that ratio and the
         ratio of the lower quartiles pass ``1 + noise`` (slower) or ``1 / (1 + noise)``
         (faster), and the mean and the lower quartile each moved by at least
         ``negligible_us``."""
@@ -119,9 +120,17 @@ class Change:
         ):
             return False
         ratios = (self.ratio or 1.0, after.lower_quartile_us / before.lower_quartile_us)
+        edge = self._interval_edge
         if slower:
-            return self.interval.low > 1.0 and min(ratios) > 1.0 + self.noise
-        return self.interval.high < 1.0 and max(ratios) < 1.0 / (1.0 + self.noise)
+            return self.interval.low > edge and min(ratios) > 1.0 + self.noise
+        return self.interval.high < 1.0 / edge and max(ratios) < 1.0 / (1.0 + self.noise)
+
+    @property
+    def _interval_edge(self) -> float:
+        """What the interval must clear: 1, or ``1 + noise`` when it is the span of a few
+        runs (an unchanged program puts every run of one side above every run of the other
+        1 time in 20 each way with 3 runs a side; the margin asks the runs to be apart)."""
+        return 1.0 + self.noise if self.interval is not None and self.interval.span else 1.0
 
     @property
     def lower_quartile_ratio(self) -> float | None:
@@ -151,7 +160,12 @@ class Change:
             return f"the mean call moved {moved:.3f} µs, under {self.negligible_us} µs"
         if typical is not None and 1 / (1 + self.noise) <= typical <= 1 + self.noise:
             return f"{typical_text}, inside {band}: the change is in a few slow calls"
-        return f"mean x{self.ratio:.3f} inside {band}"
+        if 1 / (1 + self.noise) <= self.ratio <= 1 + self.noise:
+            return f"mean x{self.ratio:.3f} inside {band}"
+        return (
+            f"span of the runs x{self.interval.low:.3f}-x{self.interval.high:.3f} does not "
+            f"clear {band}: under {MIN_BLOCKS} runs (or samples) a side, all must be apart"
+        )
 
     @property
     def is_real(self) -> bool:
