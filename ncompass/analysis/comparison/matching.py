@@ -11,6 +11,7 @@ from ncompass.analysis.comparison.interval import ratio_interval
 from ncompass.analysis.comparison.kernel_names import normalize_kernel_name
 from ncompass.analysis.comparison.noise import contention_warnings, run_count_warnings
 from ncompass.analysis.comparison.result import (
+    FEWEST_CALLS,
     NEGLIGIBLE_US,
     NOISE,
     Change,
@@ -75,11 +76,14 @@ def compare_samples(before: SideSamples, after: SideSamples, *, noise: float = N
         raise NcompassError(f"noise {noise!r}: the band must be a fraction >= 0, such as 0.05")
     negligible_us = NEGLIGIBLE_US
 
-    def judged(changes: tuple[Change, ...], floor: float) -> tuple[Change, ...]:
-        return tuple(replace(change, noise=noise, negligible_us=floor) for change in changes)
+    def judged(changes: tuple[Change, ...], floor: float, fewest: int = 0) -> tuple[Change, ...]:
+        return tuple(
+            replace(change, noise=noise, negligible_us=floor, fewest_calls=fewest)
+            for change in changes
+        )
 
-    markers = judged(_by_name("marker", "markers", before, after), negligible_us)
-    cpu_ops = judged(_by_name("cpu_op", "cpu_ops", before, after), negligible_us)
+    markers = judged(_by_name("marker", "markers", before, after), negligible_us, FEWEST_CALLS)
+    cpu_ops = judged(_by_name("cpu_op", "cpu_ops", before, after), negligible_us, FEWEST_CALLS)
     warnings = [
         *run_count_warnings(before.runs, after.runs, None),
         *contention_warnings([*markers, *cpu_ops]),
@@ -90,7 +94,7 @@ def compare_samples(before: SideSamples, after: SideSamples, *, noise: float = N
         overall=judged(_overall(before, after), 0.0),
         markers=markers,
         cpu_ops=cpu_ops,
-        kernels=judged(_kernels(before, after), negligible_us),
+        kernels=judged(_kernels(before, after), negligible_us, FEWEST_CALLS),
         timelines=(before.timeline, after.timeline),
         noise=noise,
         negligible_us=negligible_us,

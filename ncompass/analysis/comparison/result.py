@@ -24,6 +24,10 @@ NOISE = 0.10
 # A mean call moving less than this (µs) is profiler jitter: sub-µs operators of an unchanged
 # program move 10-20 % between runs.
 NEGLIGIBLE_US = 0.05
+# An entry with fewer calls than this on a side is ``same`` (the whole-run measures excepted):
+# its lower quartile is its fastest call, and in three runs a side of an unchanged program the
+# operators called once a run (setup: aten::div, aten::to, ...) came out slower 4 times in 10.
+FEWEST_CALLS = 5
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ class Change:
             the verdict).
         negligible_us: A change of the mean call smaller than this is ``same`` (0 for the
             whole-run measures).
+        fewest_calls: Fewer samples than this on a side is ``same`` (0 for the whole-run
+            measures, one sample a run by nature).
     """
 
     kind: str
@@ -87,6 +93,7 @@ class Change:
     names_after: tuple[str, ...] = ()
     noise: float = NOISE
     negligible_us: float = 0.0
+    fewest_calls: int = 0
 
     @property
     def verdict(self) -> str:
@@ -110,11 +117,12 @@ class Change:
         when it is the span of a few runs, see :attr:`_interval_edge`), that ratio and the
         ratio of the lower quartiles pass ``1 + noise`` (slower) or ``1 / (1 + noise)``
         (faster), and the mean and the lower quartile each moved by at least
-        ``negligible_us``."""
+        ``negligible_us``, from at least ``fewest_calls`` samples a side."""
         assert self.before is not None and self.after is not None and self.interval is not None
         before, after = self.before, self.after
         if (
-            abs(after.mean_us - before.mean_us) < self.negligible_us
+            min(before.samples, after.samples) < self.fewest_calls
+            or abs(after.mean_us - before.mean_us) < self.negligible_us
             or abs(after.lower_quartile_us - before.lower_quartile_us) < self.negligible_us
             or before.lower_quartile_us <= 0
         ):
@@ -155,6 +163,9 @@ class Change:
         if self.interval.low <= 1.0 <= self.interval.high:
             return "interval holds 1"
         assert self.before is not None and self.after is not None
+        calls = min(self.before.samples, self.after.samples)
+        if calls < self.fewest_calls:
+            return f"{calls} calls on a side: a verdict needs {self.fewest_calls}"
         moved = abs(self.after.mean_us - self.before.mean_us)
         if moved < self.negligible_us:
             return f"the mean call moved {moved:.3f} µs, under {self.negligible_us} µs"
