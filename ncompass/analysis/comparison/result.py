@@ -24,10 +24,13 @@ NOISE = 0.10
 # A mean call moving less than this (µs) is profiler jitter: sub-µs operators of an unchanged
 # program move 10-20 % between runs.
 NEGLIGIBLE_US = 0.05
-# An entry with fewer calls than this on a side is ``same`` (the whole-run measures excepted):
-# its lower quartile is its fastest call, and in three runs a side of an unchanged program the
-# operators called once a run (setup: aten::div, aten::to, ...) came out slower 4 times in 10.
+# An entry with fewer calls than this on a side (the whole-run measures excepted) has no typical
+# call to check (its lower quartile is its fastest call): its span must clear FEW_CALLS_EDGE.
+# In three interleaved runs a side of an unchanged program, operators called once a run (setup:
+# aten::div, aten::to, ...) came out 1.2-2x apart 4 times in 10; real changes of such entries,
+# as the embedding kernels of two ranks (2 calls, 2.4-3.1x), stand well beyond a doubling.
 FEWEST_CALLS = 5
+FEW_CALLS_EDGE = 2.0
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,8 @@ class Change:
             the verdict).
         negligible_us: A change of the mean call smaller than this is ``same`` (0 for the
             whole-run measures).
-        fewest_calls: Fewer samples than this on a side is ``same`` (0 for the whole-run
-            measures, one sample a run by nature).
+        fewest_calls: With fewer samples than this on a side the interval must clear
+            ``FEW_CALLS_EDGE`` (0 for the whole-run measures, one sample a run by nature).
     """
 
     kind: str
@@ -117,12 +120,11 @@ class Change:
         when it is the span of a few runs, see :attr:`_interval_edge`), that ratio and the
         ratio of the lower quartiles pass ``1 + noise`` (slower) or ``1 / (1 + noise)``
         (faster), and the mean and the lower quartile each moved by at least
-        ``negligible_us``, from at least ``fewest_calls`` samples a side."""
+        ``negligible_us``."""
         assert self.before is not None and self.after is not None and self.interval is not None
         before, after = self.before, self.after
         if (
-            min(before.samples, after.samples) < self.fewest_calls
-            or abs(after.mean_us - before.mean_us) < self.negligible_us
+            abs(after.mean_us - before.mean_us) < self.negligible_us
             or abs(after.lower_quartile_us - before.lower_quartile_us) < self.negligible_us
             or before.lower_quartile_us <= 0
         ):
@@ -137,7 +139,11 @@ class Change:
     def _interval_edge(self) -> float:
         """What the interval must clear: 1, or ``1 + noise`` when it is the span of a few
         runs (an unchanged program puts every run of one side above every run of the other
-        1 time in 20 each way with 3 runs a side; the margin asks the runs to be apart)."""
+        1 time in 20 each way with 3 runs a side; the margin asks the runs to be apart), or
+        ``FEW_CALLS_EDGE`` with fewer than ``fewest_calls`` samples on a side."""
+        before, after = self.before, self.after
+        if before and after and min(before.samples, after.samples) < self.fewest_calls:
+            return FEW_CALLS_EDGE
         return 1.0 + self.noise if self.interval is not None and self.interval.span else 1.0
 
     @property
@@ -165,7 +171,11 @@ class Change:
         assert self.before is not None and self.after is not None
         calls = min(self.before.samples, self.after.samples)
         if calls < self.fewest_calls:
-            return f"{calls} calls on a side: a verdict needs {self.fewest_calls}"
+            low, high = self.interval.low, self.interval.high
+            return (
+                f"{calls} calls on a side: under {self.fewest_calls} the span must clear "
+                f"x{FEW_CALLS_EDGE:g} (it is x{low:.3f}-x{high:.3f})"
+            )
         moved = abs(self.after.mean_us - self.before.mean_us)
         if moved < self.negligible_us:
             return f"the mean call moved {moved:.3f} µs, under {self.negligible_us} µs"
