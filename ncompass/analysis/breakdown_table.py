@@ -6,12 +6,24 @@ ranks of a job.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ncompass._format import format_duration
 from ncompass.analysis.breakdown import Breakdown
 
+NO_GPU_ACTIVITY = (
+    "no GPU activity (CPU-only trace): nothing to break down; "
+    "`ncompass summarize TRACE` shows its CPU time"
+)
+
 
 def breakdown_lines(result: Breakdown) -> list[str]:
-    """The lines of the breakdown table (without line ends)."""
+    """The lines of the breakdown table (without line ends).
+
+    Ranks without GPU events get one line saying so instead of a row of zeros.
+    """
+    if any(not rank.gpu_events for rank in result.ranks):
+        return _lines_without_cpu_only_ranks(result)
     header = f"{'rank':>5} {'span':>11} {'compute':>18} {'non-compute':>18} {'idle':>18} "
     lines = [header + f"{'host-bound idle':>18} {'GPU events':>10}"]
     for rank in result.ranks:
@@ -43,6 +55,18 @@ def breakdown_lines(result: Breakdown) -> list[str]:
                 f"{launches.shorter_than_launch} shorter than their launch"
             )
     return lines
+
+
+def _lines_without_cpu_only_ranks(result: Breakdown) -> list[str]:
+    """The table of the ranks with GPU events, then a line per rank without any (once if all)."""
+    with_gpu = tuple(rank for rank in result.ranks if rank.gpu_events)
+    if not with_gpu:
+        return [NO_GPU_ACTIVITY]
+    cpu_only = [rank.rank for rank in result.ranks if not rank.gpu_events]
+    return [
+        *breakdown_lines(replace(result, ranks=with_gpu)),
+        *(f"rank {rank}: {NO_GPU_ACTIVITY}" for rank in cpu_only),
+    ]
 
 
 __all__ = ["breakdown_lines"]
