@@ -18,6 +18,7 @@ from ncompass.analysis.summary_types import (
     StructuredSummary,
     TraceInfo,
 )
+from ncompass.traces.unrecorded_markers import unrecorded_markers_advice
 
 _NAME_WIDTH = 80
 
@@ -41,6 +42,8 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
         + (f"{trace['gpu_events']} GPU events" if has_gpu else "CPU only (no GPU events)")
     )
     lines.append("")
+    if "unrecorded_markers" in trace:  # markers that fired into NVTX, absent from this trace
+        lines += [unrecorded_markers_advice(trace["unrecorded_markers"]), ""]
     lines += _setup_lines(trace)
     focus = structured.get("focus") or {}
     if focus.get("target_module") or focus.get("feedback_text"):

@@ -20,6 +20,7 @@ from ncompass.analysis.rules import RuleInput, find_bottlenecks
 from ncompass.analysis.summary_types import Focus, StructuredSummary, Summary
 from ncompass.analysis.timeline import busy_timeline
 from ncompass.traces.link import link_trace
+from ncompass.traces.unrecorded_markers import sidecar_unrecorded_markers
 
 
 def summarize_trace(
@@ -88,6 +89,9 @@ def summarize_trace(
         "focus": _focus(feedback_context, list(markers)),
         "timeline": busy_timeline(trace),
     }
+    unrecorded = sidecar_unrecorded_markers(path)
+    if unrecorded is not None:
+        structured["trace"]["unrecorded_markers"] = unrecorded
     report = SummaryReport(markdown=render_markdown(structured, top=top), structured=structured)
     return cast(Summary, report)
 

@@ -13,6 +13,8 @@ from typing import Any, Literal
 # typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass.traces.unrecorded_markers import UnrecordedMarkers
+
 
 class CompiledKernelRow(TypedDict):
     """One Inductor kernel generated from a marker's code: its calls and their total time."""
@@ -149,6 +151,8 @@ class TraceInfo(TypedDict):
     event_counts: dict[str, int]
     compile_phases: CompilePhases
     setup: SetupRow
+    # markers placed with `context: nvtx` under `--profiler torch` (from the run's sidecar)
+    unrecorded_markers: NotRequired[UnrecordedMarkers]
 
 
 class Focus(TypedDict, total=False):

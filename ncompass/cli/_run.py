@@ -5,12 +5,16 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ncompass.capture.backends.base import PROFILERS
 from ncompass.capture.child_run import CHILD_REPORT_OPTION
 from ncompass.gpu import DeviceSpec
+
+if TYPE_CHECKING:
+    from ncompass.importer.registry import MarkerRecord
 
 
 @click.command(
@@ -157,6 +161,7 @@ def run_command(
             err=True,
         )
     if result.trace_path is not None:
+        _warn_unrecorded_markers(result.markers, options.profiler, nsys)
         markers = len(result.markers)
         click.echo(
             f"ncompass: trace written to {result.trace_path} ({markers} marker"
@@ -165,6 +170,15 @@ def run_command(
             err=True,
         )
     raise SystemExit(result.exit_code)
+
+
+def _warn_unrecorded_markers(markers: list[MarkerRecord], profiler: str, nsys: bool) -> None:
+    """Markers that fired into NVTX, which this run's profiler does not record."""
+    from ncompass.traces.unrecorded_markers import unrecorded_markers, unrecorded_markers_advice
+
+    found = unrecorded_markers(profiler, markers, nsys=nsys)
+    if found is not None:
+        click.echo(f"ncompass: warning: {unrecorded_markers_advice(found)}", err=True)
 
 
 def _split(text: str) -> list[str]:
