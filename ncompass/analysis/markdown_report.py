@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass._format import format_duration
+from ncompass.analysis.compiled_region_text import compiled_region_lines
 from ncompass.analysis.summary_types import (
     BottleneckRow,
     BreakdownRow,
@@ -60,6 +61,8 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     marker_rows = [op for op in operations if op["kind"] == "marker"][:top]
     lines += _marker_table(marker_rows, has_gpu, compiling=compiling)
     lines += _compiled_section(structured["markers"], top)
+    listed = any(marker.get("compiled_kernels") for marker in structured["markers"])
+    lines += compiled_region_lines(structured.get("compiled_code"), heading=not listed)
     lines += _kernel_table([op for op in operations if op["kind"] == "kernel"][:top])
     lines += _operator_table([op for op in operations if op["kind"] == "cpu_op"][:top])
     return "\n".join(lines).rstrip() + "\n"

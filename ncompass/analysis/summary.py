@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ncompass.analysis.breakdown import rank_breakdown
+from ncompass.analysis.compiled_regions import compiled_region_stats
 from ncompass.analysis.html_page import SummaryReport
 from ncompass.analysis.markdown_report import render_markdown
 from ncompass.analysis.markers import (
@@ -62,8 +63,10 @@ def summarize_trace(
     bottlenecks = find_bottlenecks(facts)
     recommendations = list(dict.fromkeys(finding.recommendation for finding in bottlenecks))
     compiled_only: list[MarkerStats] = []
+    regions = None
     if may_hold_compiled_kernels(trace):  # a second pass, only over traces of compiled code
         compiled_only = add_compiled_kernels(markers, compiled_kernel_stats(path))
+        regions = compiled_region_stats(path)
     wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
     structured: StructuredSummary = {
         "operations": build_operations(trace, markers, kernels, top, facts.setup),
@@ -89,6 +92,8 @@ def summarize_trace(
         "focus": _focus(feedback_context, list(markers)),
         "timeline": busy_timeline(trace),
     }
+    if regions is not None:
+        structured["compiled_code"] = regions
     unrecorded = sidecar_unrecorded_markers(path)
     if unrecorded is not None:
         structured["trace"]["unrecorded_markers"] = unrecorded

@@ -155,6 +155,26 @@ class TraceInfo(TypedDict):
     unrecorded_markers: NotRequired[UnrecordedMarkers]
 
 
+class UncreditedRow(TypedDict):
+    """Time in compiled code that no marker is credited with, under one event name."""
+
+    name: str
+    calls: int
+    total_us: float
+
+
+class CompiledRegionRow(TypedDict):
+    """The summary's ``compiled_code``: the ``torch.compile``d regions' time (GPU time of what
+    they launched, else CPU time), the part the markers' Inductor kernels hold, and the rest."""
+
+    source: Literal["gpu", "cpu"]
+    regions: int
+    total_us: float
+    credited_us: float
+    uncredited_us: float
+    uncredited: list[UncreditedRow]
+
+
 class Focus(TypedDict, total=False):
     """The summary's ``focus``: what the user asked about (empty when nothing was asked)."""
 
@@ -202,6 +222,7 @@ class StructuredSummary(TypedDict):
     focus: Focus
     timeline: NotRequired[Timeline]
     narrative: NotRequired[Narrative]
+    compiled_code: NotRequired[CompiledRegionRow]
 
 
 class Summary(TypedDict):

@@ -1,0 +1,141 @@
+"""How much of the time in ``torch.compile``d code the markers' Inductor kernels account for.
+
+Dynamo records a ``Torch-Compiled Region`` range around each call of compiled code (``## Call
+CompiledFxGraph ##`` inside it). Inductor's own kernels name the markers their source lines are
+in (``args.ncompass_markers``); the rest of the region's time is credited to no marker: the
+extern kernels Inductor calls into ATen (``aten::mm``, ``aten::addmm``, ``aten::convolution``,
+and the GPU kernels they launch), which provenance does not trace to a source line, and the
+compiled wrapper's own time. GPU time is measured where the region launched GPU work, CPU time
+otherwise.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from ncompass.analysis.summary_types import CompiledRegionRow, UncreditedRow
+from ncompass.traces.annotate import KERNEL_MARKERS_ARG
+from ncompass.traces.events import correlation_of, is_gpu_event, microseconds
+from ncompass.traces.reader import TraceReader
+
+COMPILED_REGION = "Torch-Compiled Region"
+CALL_COMPILED_GRAPH = "## Call CompiledFxGraph"
+_ATEN = "aten::"
+_LISTED = 5  # uncredited names listed
+
+_Thread = tuple[object, object]  # (pid, tid)
+_Span = tuple[float, float, str, bool]  # start, end, name, credited to markers
+
+
+def compiled_region_stats(path: str | Path) -> CompiledRegionRow | None:
+    """The compiled regions' time, the part the markers' kernels hold, and the rest by name.
+
+    Returns:
+        None when the trace has no compiled region.
+    """
+    regions: dict[_Thread, list[tuple[float, float]]] = defaultdict(list)
+    calls: dict[_Thread, list[tuple[float, float]]] = defaultdict(list)
+    spans: dict[_Thread, list[_Span]] = defaultdict(list)
+    launches: dict[int, tuple[_Thread, float]] = {}
+    gpu: list[tuple[int | None, str, float, bool]] = []
+    for batch in TraceReader(path, progress=False).batches():
+        for event in batch:
+            if event.get("ph") != "X":
+                continue
+            name = str(event.get("name"))
+            args = event.get("args")
+            marked = isinstance(args, dict) and isinstance(args.get(KERNEL_MARKERS_ARG), list)
+            start, duration = microseconds(event.get("ts")), microseconds(event.get("dur"))
+            if is_gpu_event(event):
+                gpu.append((correlation_of(event), name, duration, marked))
+                continue
+            thread = (event.get("pid"), event.get("tid"))
+            if name.startswith(COMPILED_REGION):
+                regions[thread].append((start, start + duration))
+            elif name.startswith(CALL_COMPILED_GRAPH):
+                calls[thread].append((start, start + duration))
+            elif marked or name.startswith(_ATEN):
+                spans[thread].append((start, start + duration, name, marked))
+            correlation = correlation_of(event)
+            if correlation is not None:
+                launches[correlation] = (thread, start)
+    outer = {thread: _union(found) for thread, found in (regions or calls).items()}
+    if not outer:
+        return None
+    inside = [
+        (name, duration, marked)
+        for correlation, name, duration, marked in gpu
+        if correlation in launches and _within(outer, *launches[correlation])
+    ]
+    if inside:
+        total = sum(duration for _, duration, _ in inside)
+        credited = sum(duration for _, duration, marked in inside if marked)
+        uncredited: dict[str, list[float]] = defaultdict(list)
+        for name, duration, marked in inside:
+            if not marked:
+                uncredited[name].append(duration)
+        return _row("gpu", outer, total, credited, uncredited)
+    total = sum(end - start for found in outer.values() for start, end in found)
+    credited = 0.0
+    by_name: dict[str, list[float]] = defaultdict(list)
+    for thread, found in spans.items():
+        for start, end, name, marked in _outermost(
+            s for s in found if _within(outer, thread, s[0])
+        ):
+            if marked:
+                credited += end - start
+            else:
+                by_name[name].append(end - start)
+    return _row("cpu", outer, total, credited, by_name)
+
+
+def _row(
+    source: Literal["gpu", "cpu"],
+    outer: dict[_Thread, list[tuple[float, float]]],
+    total: float,
+    credited: float,
+    uncredited: dict[str, list[float]],
+) -> CompiledRegionRow:
+    named: list[UncreditedRow] = [
+        {"name": name, "calls": len(durations), "total_us": sum(durations)}
+        for name, durations in uncredited.items()
+    ]
+    named.sort(key=lambda row: -row["total_us"])
+    return {
+        "source": source,
+        "regions": sum(len(found) for found in outer.values()),
+        "total_us": total,
+        "credited_us": credited,
+        "uncredited_us": max(total - credited, 0.0),
+        "uncredited": named[:_LISTED],
+    }
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _within(outer: dict[_Thread, list[tuple[float, float]]], thread: _Thread, ts: float) -> bool:
+    return any(start <= ts <= end for start, end in outer.get(thread, ()))
+
+
+def _outermost(spans: Iterable[_Span]) -> list[_Span]:
+    """The spans not inside another one (a kernel's or an ATen op's children are its own)."""
+    kept: list[_Span] = []
+    for span in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if kept and span[0] < kept[-1][1]:
+            continue
+        kept.append(span)
+    return kept
+
+
+__all__ = ["CALL_COMPILED_GRAPH", "COMPILED_REGION", "compiled_region_stats"]
