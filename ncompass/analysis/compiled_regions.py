@@ -11,6 +11,7 @@ otherwise.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,12 +19,13 @@ from typing import Literal
 
 from ncompass.analysis.summary_types import CompiledRegionRow, UncreditedRow
 from ncompass.traces.annotate import KERNEL_MARKERS_ARG
-from ncompass.traces.events import correlation_of, is_gpu_event, microseconds
+from ncompass.traces.events import GPU_CATEGORIES, correlation_of, microseconds
 from ncompass.traces.reader import TraceReader
 
 COMPILED_REGION = "Torch-Compiled Region"
 CALL_COMPILED_GRAPH = "## Call CompiledFxGraph"
 _ATEN = "aten::"
+_INSIDE_PREFIXES = (COMPILED_REGION, CALL_COMPILED_GRAPH, _ATEN)
 _LISTED = 5  # uncredited names listed
 
 _Thread = tuple[object, object]  # (pid, tid)
@@ -45,23 +47,30 @@ def compiled_region_stats(path: str | Path) -> CompiledRegionRow | None:
         for event in batch:
             if event.get("ph") != "X":
                 continue
-            name = str(event.get("name"))
+            name = event.get("name")
             args = event.get("args")
-            marked = isinstance(args, dict) and isinstance(args.get(KERNEL_MARKERS_ARG), list)
-            start, duration = microseconds(event.get("ts")), microseconds(event.get("dur"))
-            if is_gpu_event(event):
-                gpu.append((correlation_of(event), name, duration, marked))
+            marked = isinstance(args, dict) and KERNEL_MARKERS_ARG in args
+            category = event.get("cat")
+            if isinstance(category, str) and category.lower() in GPU_CATEGORIES:
+                duration = microseconds(event.get("dur"))
+                gpu.append((correlation_of(event), str(name), duration, marked))
+                continue
+            if not isinstance(name, str):
                 continue
             thread = (event.get("pid"), event.get("tid"))
-            if name.startswith(COMPILED_REGION):
-                regions[thread].append((start, start + duration))
-            elif name.startswith(CALL_COMPILED_GRAPH):
-                calls[thread].append((start, start + duration))
-            elif marked or name.startswith(_ATEN):
-                spans[thread].append((start, start + duration, name, marked))
-            correlation = correlation_of(event)
-            if correlation is not None:
-                launches[correlation] = (thread, start)
+            if marked or name.startswith(_INSIDE_PREFIXES):
+                start = microseconds(event.get("ts"))
+                end = start + microseconds(event.get("dur"))
+                if name.startswith(COMPILED_REGION):
+                    regions[thread].append((start, end))
+                elif name.startswith(CALL_COMPILED_GRAPH):
+                    calls[thread].append((start, end))
+                else:
+                    spans[thread].append((start, end, name, marked))
+            elif isinstance(args, dict) and "correlation" in args:
+                correlation = correlation_of(event)
+                if correlation is not None:
+                    launches[correlation] = (thread, microseconds(event.get("ts")))
     outer = {thread: _union(found) for thread, found in (regions or calls).items()}
     if not outer:
         return None
@@ -125,7 +134,10 @@ def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def _within(outer: dict[_Thread, list[tuple[float, float]]], thread: _Thread, ts: float) -> bool:
-    return any(start <= ts <= end for start, end in outer.get(thread, ()))
+    """Whether ``ts`` falls in one of the thread's regions (sorted, disjoint: a binary search)."""
+    found = outer.get(thread, ())
+    index = bisect_right(found, (ts, float("inf"))) - 1
+    return index >= 0 and found[index][0] <= ts <= found[index][1]
 
 
 def _outermost(spans: Iterable[_Span]) -> list[_Span]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ncompass.analysis.compiled_region_text import compiled_region_lines
 from ncompass.analysis.compiled_regions import compiled_region_stats
+from ncompass.analysis.html_page import render_html
 from ncompass.analysis.summary import summarize_trace
 from tests.traces.builders import TraceBuilder
 
@@ -55,6 +56,8 @@ def test_summary_of_a_compiled_gpu_trace_reports_the_regions(tmp_path: Path) -> 
     section = summary["markdown"].split("## Compiled code", 1)[1]
     assert "- `block.relu`: compiled: its time is in 1 Inductor kernel" in section
     assert "no marker is credited with 320.0 µs (80.0%)" in section
+    page = render_html(summary)
+    assert "no marker is credited with 320.0 µs (80.0%)" in page.split("<h2>Compiled code</h2>")[1]
 
 
 def test_a_trace_without_compiled_code_has_no_region_row(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -71,10 +72,12 @@ def test_run_warns_that_nvtx_markers_are_not_in_a_torch_trace(nvtx_run: tuple[Pa
 
 
 def test_summarize_says_where_the_markers_went_and_how_to_record_them(
-    nvtx_run: tuple[Path, str],
+    nvtx_run: tuple[Path, str], tmp_path: Path
 ) -> None:
     trace, _ = nvtx_run
-    result = CliRunner().invoke(ncompass_cli, ["summarize", str(trace), "--json"])
+    page = tmp_path / "summary.html"
+    command = ["summarize", str(trace), "--json", "--html", str(page)]
+    result = CliRunner().invoke(ncompass_cli, command)
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     info = summary["structured"]["trace"]
@@ -86,6 +89,7 @@ def test_summarize_says_where_the_markers_went_and_how_to_record_them(
     }
     assert "0 marker ranges" in summary["markdown"]
     assert ADVICE in summary["markdown"]
+    assert escape(ADVICE) in page.read_text()
 
 
 def test_summarize_without_a_sidecar_says_nothing_of_nvtx(
