@@ -27,6 +27,7 @@ CALL_COMPILED_GRAPH = "## Call CompiledFxGraph"
 _ATEN = "aten::"
 _INSIDE_PREFIXES = (COMPILED_REGION, CALL_COMPILED_GRAPH, _ATEN)
 _LISTED = 5  # uncredited names listed
+_TOUCHING_US = 0.01
 
 _Thread = tuple[object, object]  # (pid, tid)
 _Span = tuple[float, float, str, bool]  # start, end, name, credited to markers
@@ -144,7 +145,9 @@ def _outermost(spans: Iterable[_Span]) -> list[_Span]:
     """The spans not inside another one (a kernel's or an ATen op's children are its own)."""
     kept: list[_Span] = []
     for span in sorted(spans, key=lambda s: (s[0], -s[1])):
-        if kept and span[0] < kept[-1][1]:
+        # inside the last one kept; a span that merely touches it (timestamps rounded to the
+        # nanosecond can overlap by a hair) is a sibling
+        if kept and span[1] <= kept[-1][1] + _TOUCHING_US and span[0] < kept[-1][1] - _TOUCHING_US:
             continue
         kept.append(span)
     return kept

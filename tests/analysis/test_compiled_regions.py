@@ -8,7 +8,7 @@ from ncompass.analysis.compiled_region_text import compiled_region_lines
 from ncompass.analysis.compiled_regions import compiled_region_stats
 from ncompass.analysis.html_page import render_html
 from ncompass.analysis.summary import summarize_trace
-from tests.traces.builders import TraceBuilder
+from tests.traces.builders import CPU_PID, TraceBuilder
 
 REGION = "Torch-Compiled Region: 0/0"
 
@@ -66,3 +66,19 @@ def test_a_trace_without_compiled_code_has_no_region_row(tmp_path: Path) -> None
     path = builder.write(tmp_path / "t.json")
     assert compiled_region_stats(path) is None
     assert "compiled_code" not in summarize_trace(path)["structured"]
+
+
+def test_cpu_time_credits_a_kernel_that_starts_as_the_op_before_it_ends(tmp_path: Path) -> None:
+    """Timestamps rounded to the nanosecond can overlap neighbours by a hair: still siblings."""
+    builder = TraceBuilder().cpu_op(REGION, 0, 100)
+    builder.cpu_op("aten::mm", 10, 20.0004)
+    builder.add(ph="X", cat="cpu_op", name="graph_0_cpp_fused_relu_0", pid=CPU_PID, tid=1, ts=30,
+                dur=40, args={"ncompass_markers": ["block.relu"]})  # fmt: skip
+    builder.cpu_op("aten::resolve_conj", 71, 1)
+    row = compiled_region_stats(builder.write(tmp_path / "t.json"))
+    assert row is not None and row["source"] == "cpu"
+    assert row["total_us"] == 100.0 and row["credited_us"] == 40.0
+    assert [(item["name"], item["calls"]) for item in row["uncredited"]] == [
+        ("aten::mm", 1),
+        ("aten::resolve_conj", 1),
+    ]

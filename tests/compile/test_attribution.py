@@ -236,7 +236,7 @@ def test_summarize_gives_the_compiled_regions_time_and_what_no_marker_holds(
     assert row["source"] == "cpu" and row["regions"] == 3  # no GPU here: CPU time
     kernels = {k["name"]: k["total_us"] for m in summary["structured"]["markers"]
                for k in m["compiled_kernels"]}  # fmt: skip
-    assert row["credited_us"] == pytest.approx(sum(kernels.values()))
+    assert row["credited_us"] == pytest.approx(sum(kernels.values())), (row, kernels)
     assert row["uncredited_us"] == pytest.approx(row["total_us"] - row["credited_us"])
     # the two matmuls between the ranges are extern kernels: ATen, credited to no marker
     (extern,) = row["uncredited"]
