@@ -20,7 +20,7 @@ from ncompass.analysis.idle import IdleGaps, classify_idle_gaps
 from ncompass.analysis.intervals import IntervalColumns, overlap_length
 from ncompass.analysis.launches import LaunchStatistics, launch_statistics
 from ncompass.analysis.summary_types import RankBreakdownRow
-from ncompass.errors import TraceError
+from ncompass.traces.identity import RankOwners
 from ncompass.traces.link import (
     KERNEL_CLASSES,
     NO_LINK,
@@ -37,7 +37,8 @@ class RankBreakdown:
     """Where one rank's GPU time went.
 
     Attributes:
-        rank: ``distributedInfo.rank``, else the file's position on the command line.
+        rank: The rank the trace names (see :func:`~ncompass.traces.identity.trace_identity`),
+            else the file's position on the command line.
         path: The trace file.
         kernel_span_us: First GPU event start to last GPU event end.
         idle_us: Span minus the union of all GPU event intervals.
@@ -149,15 +150,11 @@ def breakdown(
         parts=jobs if len(paths) == 1 else 1,
     )
     ranks: list[RankBreakdown] = []
-    owners: dict[int, str] = {}
+    owners = RankOwners()
     for path, rank in zip(
         paths, map_traces(read, paths, jobs=jobs, progress=progress), strict=True
     ):
-        if rank.rank in owners:
-            raise TraceError(
-                f"{path} and {owners[rank.rank]} are both rank {rank.rank}: pass one trace per rank"
-            )
-        owners[rank.rank] = str(path)
+        owners.claim(rank.rank, path)
         ranks.append(rank)
     return Breakdown(tuple(ranks))
 
@@ -173,7 +170,7 @@ def _read_rank(
     """Link one file (in ``parts`` processes) and break it down (runs in a worker process when
     several files are read at once)."""
     trace = link_trace(path, progress=progress, jobs=parts)
-    rank = trace.rank if trace.rank is not None else position
+    rank = trace.identity.rank_or(position)
     return rank_breakdown(trace, rank, exclude_last_profiler_step=exclude_last_profiler_step)
 
 

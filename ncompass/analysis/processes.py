@@ -1,0 +1,205 @@
+"""A run's merged trace, per process and per rank: who did what, as well as the total.
+
+A trace that lists more than one process under ``ncompass_processes`` (the merged trace of a
+run whose child processes were followed) is reported in total as any trace is, and then per
+process (its wall span, CPU time in markers, top markers and GPU time) and, where processes
+state ranks, per rank with the several-rank report. Processes are grouped under their rank:
+a process that states none (a DataLoader worker, a compile worker) is under its nearest
+ancestor's, so workers are never ranks of their own.
+
+Nothing here runs for a trace of one process: the per-event work of reading and linking is
+the same as before, and a run's parts are cut from the linked trace, not read again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from ncompass._format import format_duration
+from ncompass.analysis.breakdown import RankBreakdown, rank_breakdown
+from ncompass.analysis.markers import marker_stats
+from ncompass.analysis.ranks import combine, facts_of_trace, ranks_markdown_sections
+from ncompass.analysis.ranks_types import ProcessRow, RunReport, TopMarker
+from ncompass.traces.identity import RunProcess, run_processes
+from ncompass.traces.link import NO_LINK, LinkedTrace
+from ncompass.traces.processes import trace_of_processes
+
+TOP_MARKERS_PER_PROCESS = 3
+_ROLE_WIDTH = 48
+
+
+@dataclass(frozen=True)
+class ProcessPart:
+    """One process of a run and the part of the run's trace it recorded.
+
+    Attributes:
+        process: The process, as the run lists it.
+        under_rank: The rank it is reported under (its own, else its nearest ancestor's).
+        trace: Its part of the run's linked trace.
+    """
+
+    process: RunProcess
+    under_rank: int | None
+    trace: LinkedTrace
+
+
+def is_run_trace(trace: LinkedTrace) -> bool:
+    """Whether ``trace`` is a run's merged trace of more than one process."""
+    return len(run_processes(trace.metadata)) > 1
+
+
+def ranks_of_processes(processes: Sequence[RunProcess]) -> dict[int, int | None]:
+    """Each process's pid -> the rank it is reported under: its own, else the nearest
+    ancestor's that states one (None: no rank above it, such as a launcher)."""
+    by_pid = {process.pid: process for process in processes}
+    under: dict[int, int | None] = {}
+    for process in processes:
+        seen: set[int] = set()
+        current: RunProcess | None = process
+        while current is not None and current.rank is None and current.pid not in seen:
+            seen.add(current.pid)
+            current = by_pid.get(current.ppid) if current.ppid is not None else None
+        under[process.pid] = current.rank if current is not None else None
+    return under
+
+
+def process_parts(trace: LinkedTrace) -> Iterator[ProcessPart]:
+    """Each process of a run's linked trace with its part, in the run's order (root first);
+    one part at a time, so that at most one copy of a process's columns is held."""
+    processes = run_processes(trace.metadata)
+    under = ranks_of_processes(processes)
+    for process in processes:
+        yield ProcessPart(process, under[process.pid], trace_of_processes(trace, [process.pid]))
+
+
+def rank_parts(trace: LinkedTrace) -> Iterator[tuple[int, tuple[str, ...], LinkedTrace]]:
+    """Each rank of a run's linked trace, in rank order: ``(rank, roles of its processes,
+    the part they recorded)``; nothing when no process states a rank."""
+    processes = run_processes(trace.metadata)
+    under = ranks_of_processes(processes)
+    for rank in sorted({rank for rank in under.values() if rank is not None}):
+        members = [process for process in processes if under[process.pid] == rank]
+        part = trace_of_processes(trace, [process.pid for process in members])
+        yield rank, tuple(process.role for process in members), part
+
+
+def run_report(trace: LinkedTrace, *, top: int = 20) -> RunReport | None:
+    """The per-process and per-rank report of a run's merged trace.
+
+    Args:
+        trace: A linked trace.
+        top: How many markers and kernels the per-rank report lists.
+
+    Returns:
+        ``{"processes": [...], "ranks": {...}}`` (``ranks`` only when some process states a
+        rank; the several-rank report's shape); None for a trace of one process.
+    """
+    if not is_run_trace(trace):
+        return None
+    rows = [_process_row(part) for part in process_parts(trace)]
+    report: RunReport = {"processes": rows}
+    facts = [facts_of_trace(part, rank, roles) for rank, roles, part in rank_parts(trace)]
+    if facts:
+        report["ranks"] = combine(facts, top=top)
+    return report
+
+
+def _process_row(part: ProcessPart) -> ProcessRow:
+    process, trace = part.process, part.trace
+    breakdown: RankBreakdown | None = None
+    if len(trace.gpu):
+        breakdown = rank_breakdown(trace, part.under_rank if part.under_rank is not None else 0)
+    stats = marker_stats(trace)
+    top_markers: list[TopMarker] = [
+        {"name": entry.name, "calls": entry.calls, "cpu_total_us": entry.cpu_total_us}
+        for entry in sorted(stats.values(), key=lambda entry: -entry.cpu_total_us)[
+            :TOP_MARKERS_PER_PROCESS
+        ]
+    ]
+    return {
+        "pid": process.pid,
+        "ppid": process.ppid,
+        "role": process.role,
+        "rank": process.rank,
+        "under_rank": part.under_rank,
+        "command": process.command,
+        "exit_code": process.exit_code,
+        "trace_file": process.trace_file,
+        "wall_us": trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0,
+        "marker_cpu_us": sum(
+            marker.duration for marker in trace.markers if marker.parent == NO_LINK
+        ),
+        "markers": len(trace.markers),
+        "launches": len(trace.launches),
+        "gpu_events": len(trace.gpu),
+        "gpu_busy_us": breakdown.kernel_span_us - breakdown.idle_us if breakdown else 0.0,
+        "top_markers": top_markers,
+    }
+
+
+def run_markdown(report: RunReport) -> list[str]:
+    """The per-process table and the per-rank report, as markdown lines (``##`` sections)."""
+    rows = report["processes"]
+    has_gpu = any(row["gpu_events"] for row in rows)
+    lines = [
+        f"## Processes ({len(rows)})",
+        "",
+        "Each process's share of the run: its span from first to last marker or launch, the "
+        "CPU time inside its outermost markers"
+        + (", and the GPU time of the work it launched." if has_gpu else "."),
+        "",
+        "| process | pid | rank | span | CPU in markers | markers | "
+        + ("GPU busy | GPU events | " if has_gpu else "")
+        + "top markers |",
+        "|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if has_gpu else "") + "---|",
+    ]
+    for row in rows:
+        gpu = f"{format_duration(row['gpu_busy_us'])} | {row['gpu_events']} | " if has_gpu else ""
+        lines.append(
+            f"| {_cell(row['role'])} | {row['pid']} | {_rank_cell(row)} | "
+            f"{format_duration(row['wall_us'])} | {format_duration(row['marker_cpu_us'])} | "
+            f"{row['markers']} | {gpu}{_top_markers(row['top_markers'])} |"
+        )
+    lines.append("")
+    ranks = report.get("ranks")
+    if ranks is not None:
+        count = len(ranks["ranks"])
+        lines += [
+            f"## Ranks ({count})",
+            "",
+            "Each rank with the processes under it (workers are counted with their rank).",
+            "",
+        ]
+        lines += ranks_markdown_sections(ranks, heading="###")
+    return lines
+
+
+def _rank_cell(row: ProcessRow) -> str:
+    if row["rank"] is not None:
+        return str(row["rank"])
+    return f"({row['under_rank']})" if row["under_rank"] is not None else "-"
+
+
+def _top_markers(markers: list[TopMarker]) -> str:
+    if not markers:
+        return "-"
+    return ", ".join(
+        f"{_cell(marker['name'])} {format_duration(marker['cpu_total_us'])}" for marker in markers
+    )
+
+
+def _cell(name: str) -> str:
+    short = name if len(name) <= _ROLE_WIDTH else name[: _ROLE_WIDTH - 1] + "…"
+    return "`" + short.replace("|", "\\|").replace("`", "'") + "`"
+
+
+__all__ = [
+    "ProcessPart",
+    "is_run_trace",
+    "process_parts",
+    "rank_parts",
+    "ranks_of_processes",
+    "run_markdown",
+    "run_report",
+]
