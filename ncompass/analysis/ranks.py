@@ -23,8 +23,8 @@ from ncompass._format import format_duration
 from ncompass.analysis.breakdown import rank_breakdown
 from ncompass.analysis.markers import marker_stats
 from ncompass.analysis.operations import kernel_stats
-from ncompass.analysis.rules import RuleInput, find_bottlenecks
 from ncompass.analysis.ranks_types import RankRow, RanksStructured, SlowestRank, SpreadRow
+from ncompass.analysis.rules import RuleInput, find_bottlenecks
 from ncompass.analysis.summary_types import RankBreakdownRow
 from ncompass.traces.link import LinkedTrace, link_trace
 from ncompass.traces.parallel import map_traces
@@ -97,9 +97,7 @@ def rank_facts(path: str | Path, position: int, progress: bool | None) -> RankFa
     return facts_of_trace(trace, trace.identity.rank_or(position))
 
 
-def facts_of_trace(
-    trace: LinkedTrace, rank: int, processes: tuple[str, ...] = ()
-) -> RankFacts:
+def facts_of_trace(trace: LinkedTrace, rank: int, processes: tuple[str, ...] = ()) -> RankFacts:
     """Analyse one linked trace (a file, or the part of a run some processes recorded).
 
     Args:
@@ -304,8 +302,8 @@ def slowest_sentence(slowest: SlowestRank, label: str, *, name_file: bool = True
 def _rank_table(ranks: list[RankRow], label: str) -> list[str]:
     in_one_run = any("processes" in row for row in ranks)
     lines = [
-        f"| {label} | {'processes' if in_one_run else 'file'} | GPU span | compute | communication | idle | host-bound idle "
-        "| GPU events | CPU wall |",
+        f"| {label} | {'processes' if in_one_run else 'file'} | GPU span | compute "
+        "| communication | idle | host-bound idle | GPU events | CPU wall |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in ranks:

@@ -15,8 +15,8 @@ from ncompass.analysis.markers import (
     marker_stats,
     may_hold_compiled_kernels,
 )
-from ncompass.analysis.processes import run_report
 from ncompass.analysis.operations import build_operations, kernel_stats
+from ncompass.analysis.processes import run_report
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
 from ncompass.analysis.summary_types import Focus, StructuredSummary, Summary
 from ncompass.analysis.timeline import busy_timeline
@@ -49,8 +49,8 @@ def summarize_trace(
         kernels compiled from its code (``compiled_kernels``); a compiled marker whose range
         never recorded has an entry too. A run's merged trace (more than one process listed
         under ``ncompass_processes``) also has ``run``: its processes and ranks (see
-        :func:`~ncompass.analysis.processes.run_report`). At run time a :class:`SummaryReport`, a plain dict
-        that Jupyter shows as its HTML page.
+        :func:`~ncompass.analysis.processes.run_report`). At run time a
+        :class:`SummaryReport`, a plain dict that Jupyter shows as its HTML page.
 
     Raises:
         TraceError: The file is missing, truncated or not a trace.
