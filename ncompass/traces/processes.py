@@ -1,9 +1,9 @@
 """The part of a linked run trace that some of its processes recorded.
 
 A run's merged trace keeps each process's OS pid on its CPU events. A process's part holds the
-markers and launches of its threads, and the GPU events on a track of its pid or linked to one
-of its launches (correlation ids are unique in a merged trace, so a link never crosses
-processes). CPU operators are folded by name over the whole file, without their pid: a part
+markers and launches of its threads, the GPU events linked to one of its launches (correlation
+ids are unique in a merged trace, so a link never crosses processes), and the unlinked GPU
+events on its tracks: its own, and the GPU streams whose linked events only it launched. CPU operators are folded by name over the whole file, without their pid: a part
 has none, and its CPU span runs from its first marker or launch to its last.
 """
 
@@ -90,14 +90,15 @@ def _keep_launches(
 def _keep_gpu_events(
     trace: LinkedTrace, threads: set[int], launch_index: dict[int, int], part: LinkedTrace
 ) -> None:
-    """Copy the GPU events on a track of the processes or launched by them."""
+    """Copy the GPU events the processes launched, and the unlinked ones on their tracks."""
     source, gpu = trace.gpu, GpuEvents()
     linked = len(source.launch) == len(source)
+    own_streams = _streams_of(trace, threads) if linked else threads
     for index, stream in enumerate(source.stream):
         launch = source.launch[index] if linked else NO_LINK
         own_launch = launch_index.get(launch, NO_LINK)
-        if own_launch == NO_LINK and (launch != NO_LINK or stream not in threads):
-            continue  # launched by another process, or on no track of these
+        if own_launch == NO_LINK and (launch != NO_LINK or stream not in own_streams):
+            continue  # launched by another process, or on a track of none of these
         gpu.name.append(source.name[index])
         gpu.kernel_class.append(source.kernel_class[index])
         gpu.stream.append(stream)
@@ -107,6 +108,18 @@ def _keep_gpu_events(
         gpu.launch.append(own_launch)
         gpu.bytes.append(source.bytes[index])
     part.gpu = gpu
+
+
+def _streams_of(trace: LinkedTrace, threads: set[int]) -> set[int]:
+    """The tracks of the processes: their own threads, and the GPU streams (on a device's pid,
+    not the process's) whose linked events they all launched."""
+    launch_thread = trace.launches.thread
+    ours: set[int] = set()
+    others: set[int] = set()
+    for stream, launch in zip(trace.gpu.stream, trace.gpu.launch, strict=True):
+        if launch != NO_LINK:
+            (ours if launch_thread[launch] in threads else others).add(stream)
+    return threads | (ours - others)
 
 
 def _widen_cpu_span(part: LinkedTrace, start: float, end: float) -> None:

@@ -11,6 +11,7 @@ in ``ncompass run``; this stands in for it so the analysis can be tested on its 
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 import sys
@@ -21,14 +22,20 @@ import orjson
 
 _ID_STRIDE = 10**12
 
-# One process of the run: records its steps, starts its child (if any) inside the profile.
+# One process of the run: starts its child (if any), records its steps, waits for the child.
 _PROCESS_SCRIPT = r"""
 import json, os, subprocess, sys
-import torch
-from torch.profiler import ProfilerActivity, profile, record_function
 
 out, plan = sys.argv[1], json.loads(sys.argv[2])
 me, children = plan[0], plan[1:]
+# the child starts first, so that the processes import torch side by side
+child = (
+    subprocess.Popen([sys.executable, __file__, out, json.dumps(children)]) if children else None
+)
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+torch.set_num_threads(1)
 torch.manual_seed(0)
 matrix = torch.randn(96, 96)
 with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -36,8 +43,8 @@ with profile(activities=[ProfilerActivity.CPU]) as prof:
         with record_function(me["marker"]):
             for _ in range(me["work"]):
                 (matrix @ matrix).sum()
-    if children:
-        subprocess.run([sys.executable, __file__, out, json.dumps(children)], check=True)
+if child is not None and child.wait() != 0:
+    sys.exit(child.returncode)
 path = os.path.join(out, f"{me['name']}.json")
 prof.export_chrome_trace(path)
 identity = {"pid": os.getpid(), "ppid": os.getppid(), "rank": me["rank"], "role": me["role"],
@@ -63,29 +70,50 @@ def default_plan(rank1_work: int = 40) -> list[dict[str, Any]]:
 def record_run(directory: Path, plan: list[dict[str, Any]] | None = None) -> list[Path]:
     """Run the processes of ``plan`` (each the parent of the next) and return their traces,
     in the plan's order (root first), each with its ``ncompass_process`` key."""
-    plan = plan if plan is not None else default_plan()
-    directory.mkdir(parents=True, exist_ok=True)
-    script = directory / "process.py"
-    script.write_text(_PROCESS_SCRIPT)
-    environment = {**os.environ, "PYTHONHASHSEED": "0"}
-    subprocess.run(
-        [sys.executable, str(script), str(directory), orjson.dumps(plan).decode()],
-        check=True,
-        env=environment,
-        timeout=600,
-    )
-    paths = [directory / f"{process['name']}.json" for process in plan]
-    for path in paths:
-        identity = orjson.loads(Path(f"{path}.identity").read_bytes())
-        trace = orjson.loads(path.read_bytes())
-        trace["ncompass_process"] = identity
-        path.write_bytes(orjson.dumps(trace))
-    return paths
+    return record_runs([(directory, plan if plan is not None else default_plan())])[0]
+
+
+def record_runs(runs: list[tuple[Path, list[dict[str, Any]]]]) -> list[list[Path]]:
+    """:func:`record_run` for several runs at once (their processes run side by side)."""
+    started = []
+    for directory, plan in runs:
+        directory.mkdir(parents=True, exist_ok=True)
+        script = directory / "process.py"
+        script.write_text(_PROCESS_SCRIPT)
+        command = [sys.executable, str(script), str(directory), orjson.dumps(plan).decode()]
+        started.append(subprocess.Popen(command, env={**os.environ, "PYTHONHASHSEED": "0"}))
+    for process in started:
+        if process.wait(timeout=900) != 0:
+            raise RuntimeError(f"recording a run failed with exit code {process.returncode}")
+    recorded = []
+    for directory, plan in runs:
+        paths = [directory / f"{process['name']}.json" for process in plan]
+        for path in paths:
+            identity = orjson.loads(Path(f"{path}.identity").read_bytes())
+            trace = orjson.loads(path.read_bytes())
+            trace["ncompass_process"] = identity
+            path.write_bytes(orjson.dumps(trace))
+        recorded.append(paths)
+    return recorded
+
+
+def load_trace(path: Path) -> dict[str, Any]:
+    """A trace file (``.json`` or gzip-compressed) as one dict."""
+    data = path.read_bytes()
+    return orjson.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)  # type: ignore[no-any-return]
+
+
+def with_identity(source: Path, output: Path, identity: dict[str, Any]) -> Path:
+    """Copy a trace, adding the ``ncompass_process`` key a followed process writes."""
+    trace = load_trace(source)
+    trace["ncompass_process"] = identity
+    output.write_bytes(orjson.dumps(trace))
+    return output
 
 
 def merge_run(paths: list[Path], output: Path) -> Path:
     """Merge per-process traces (root first) into one run trace of the contract's shape."""
-    traces = [orjson.loads(path.read_bytes()) for path in paths]
+    traces = [load_trace(path) for path in paths]
     bases = [trace.get("baseTimeNanoseconds") for trace in traces]
     aligned = all(isinstance(base, int) for base in bases)
     earliest = min(bases) if aligned else 0
@@ -135,4 +163,11 @@ def merge_run(paths: list[Path], output: Path) -> Path:
     return output
 
 
-__all__ = ["default_plan", "merge_run", "record_run"]
+__all__ = [
+    "default_plan",
+    "load_trace",
+    "merge_run",
+    "record_run",
+    "record_runs",
+    "with_identity",
+]
