@@ -77,7 +77,7 @@ def wall_us(trace: LinkedTrace) -> float:
 
 def marker_cpu_us(trace: LinkedTrace) -> float:
     """CPU time inside a trace's outermost markers (nested ones are not counted twice)."""
-    return sum(marker.duration for marker in trace.markers if marker.parent == NO_LINK)
+    return sum((marker.duration for marker in trace.markers if marker.parent == NO_LINK), 0.0)
 
 
 __all__ = [

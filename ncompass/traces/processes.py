@@ -3,8 +3,9 @@
 A run's merged trace keeps each process's OS pid on its CPU events. A process's part holds the
 markers and launches of its threads, the GPU events linked to one of its launches (correlation
 ids are unique in a merged trace, so a link never crosses processes), and the unlinked GPU
-events on its tracks: its own, and the GPU streams whose linked events only it launched. CPU operators are folded by name over the whole file, without their pid: a part
-has none, and its CPU span runs from its first marker or launch to its last.
+events on its tracks: its own, and the GPU streams whose linked events only it launched. CPU
+operators are folded by name over the whole file, without their pid: a part has none, and its
+CPU span runs from its first marker or launch to its last.
 """
 
 from __future__ import annotations

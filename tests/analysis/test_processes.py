@@ -15,11 +15,13 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
+from pydantic import TypeAdapter
 
 from ncompass.analysis.breakdown import breakdown
 from ncompass.analysis.comparison import compare
 from ncompass.analysis.ranks import summarize_traces
 from ncompass.analysis.summary import summarize_trace
+from ncompass.analysis.summary_types import Summary
 from ncompass.cli import ncompass_cli
 from tests.support.run_traces import default_plan, merge_run, record_runs, with_identity
 
@@ -51,6 +53,7 @@ def _identity(path: Path) -> dict[str, Any]:
 
 def test_summary_of_a_run_reports_each_process_and_the_total(runs: dict[str, Any]) -> None:
     summary = summarize_trace(runs["before_run"])
+    TypeAdapter(Summary).validate_python(dict(summary), strict=True)  # the declared shape
     structured = summary["structured"]
     markers = {row["name"]: row for row in structured["markers"]}
     # the total as for any trace: every process's markers
