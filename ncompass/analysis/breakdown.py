@@ -249,27 +249,32 @@ def _read_rank(
 def run_breakdown(trace: LinkedTrace, exclude_last_profiler_step: bool = False) -> RunBreakdown:
     """Break down a run's merged trace per process and per rank (see
     :mod:`~ncompass.analysis.run_parts`)."""
-    processes = tuple(
-        ProcessBreakdown(
-            pid=part.process.pid,
-            role=part.process.role,
-            rank=part.process.rank,
-            under_rank=part.under_rank,
-            wall_us=wall_us(part.trace),
-            marker_cpu_us=marker_cpu_us(part.trace),
-            breakdown=rank_breakdown(
-                part.trace,
-                part.under_rank if part.under_rank is not None else 0,
-                exclude_last_profiler_step=exclude_last_profiler_step,
-            ),
+    processes: list[ProcessBreakdown] = []
+    ranks: dict[int, RankBreakdown] = {}
+    for part in process_parts(trace):
+        own = rank_breakdown(
+            part.trace,
+            part.under_rank if part.under_rank is not None else 0,
+            exclude_last_profiler_step=exclude_last_profiler_step,
         )
-        for part in process_parts(trace)
-    )
-    ranks = tuple(
-        rank_breakdown(part, rank, exclude_last_profiler_step=exclude_last_profiler_step)
-        for rank, _, part in rank_parts(trace)
-    )
-    return RunBreakdown(processes, ranks)
+        if part.alone_in_rank and part.under_rank is not None:  # its part is its rank's
+            ranks[part.under_rank] = own
+        processes.append(
+            ProcessBreakdown(
+                pid=part.process.pid,
+                role=part.process.role,
+                rank=part.process.rank,
+                under_rank=part.under_rank,
+                wall_us=wall_us(part.trace),
+                marker_cpu_us=marker_cpu_us(part.trace),
+                breakdown=own,
+            )
+        )
+    for rank, _, rank_part in rank_parts(trace, skip_alone=True):
+        ranks[rank] = rank_breakdown(
+            rank_part, rank, exclude_last_profiler_step=exclude_last_profiler_step
+        )
+    return RunBreakdown(tuple(processes), tuple(ranks[rank] for rank in sorted(ranks)))
 
 
 def rank_breakdown(

@@ -14,9 +14,9 @@ the same as before, and a run's parts are cut from the linked trace, not read ag
 from __future__ import annotations
 
 from ncompass._format import format_duration
-from ncompass.analysis.breakdown import RankBreakdown, rank_breakdown
+from ncompass.analysis.breakdown import rank_breakdown
 from ncompass.analysis.markers import marker_stats
-from ncompass.analysis.ranks import combine, facts_of_trace, ranks_markdown_sections
+from ncompass.analysis.ranks import RankFacts, combine, facts_of_trace, ranks_markdown_sections
 from ncompass.analysis.ranks_types import ProcessRow, RunReport, TopMarker
 from ncompass.analysis.run_parts import (
     ProcessPart,
@@ -45,25 +45,40 @@ def run_report(trace: LinkedTrace, *, top: int = 20) -> RunReport | None:
     """
     if not is_run_trace(trace):
         return None
-    rows = [_process_row(part) for part in process_parts(trace)]
+    rows: list[ProcessRow] = []
+    facts: dict[int, RankFacts] = {}
+    for part in process_parts(trace):
+        own = None
+        if part.alone_in_rank and part.under_rank is not None:  # its part is its rank's
+            own = facts[part.under_rank] = facts_of_trace(
+                part.trace, part.under_rank, (part.process.role,)
+            )
+        rows.append(_process_row(part, own))
+    for rank, roles, rank_part in rank_parts(trace, skip_alone=True):
+        facts[rank] = facts_of_trace(rank_part, rank, roles)
     report: RunReport = {"processes": rows}
-    facts = [facts_of_trace(part, rank, roles) for rank, roles, part in rank_parts(trace)]
     if facts:
-        report["ranks"] = combine(facts, top=top)
+        report["ranks"] = combine([facts[rank] for rank in sorted(facts)], top=top)
     return report
 
 
-def _process_row(part: ProcessPart) -> ProcessRow:
+def _process_row(part: ProcessPart, facts: RankFacts | None) -> ProcessRow:
+    """One process's row; ``facts`` are its part's when already analysed (as its rank)."""
     process, trace = part.process, part.trace
-    breakdown: RankBreakdown | None = None
-    if len(trace.gpu):
-        breakdown = rank_breakdown(trace, part.under_rank if part.under_rank is not None else 0)
-    stats = marker_stats(trace)
+    if facts is not None:
+        busy = facts.breakdown["kernel_span_us"] - facts.breakdown["idle_us"]
+        times = {name: (calls, total) for name, (calls, total) in facts.markers.items()}
+    else:
+        busy = 0.0
+        if len(trace.gpu):
+            breakdown = rank_breakdown(trace, part.under_rank or 0)
+            busy = breakdown.kernel_span_us - breakdown.idle_us
+        times = {
+            name: (entry.calls, entry.cpu_total_us) for name, entry in marker_stats(trace).items()
+        }
+    ranked = sorted(times, key=lambda name: (-times[name][1], name))[:TOP_MARKERS_PER_PROCESS]
     top_markers: list[TopMarker] = [
-        {"name": entry.name, "calls": entry.calls, "cpu_total_us": entry.cpu_total_us}
-        for entry in sorted(stats.values(), key=lambda entry: -entry.cpu_total_us)[
-            :TOP_MARKERS_PER_PROCESS
-        ]
+        {"name": name, "calls": times[name][0], "cpu_total_us": times[name][1]} for name in ranked
     ]
     return {
         "pid": process.pid,
@@ -79,7 +94,7 @@ def _process_row(part: ProcessPart) -> ProcessRow:
         "markers": len(trace.markers),
         "launches": len(trace.launches),
         "gpu_events": len(trace.gpu),
-        "gpu_busy_us": breakdown.kernel_span_us - breakdown.idle_us if breakdown else 0.0,
+        "gpu_busy_us": busy,
         "top_markers": top_markers,
     }
 

@@ -7,6 +7,7 @@ process with no ranked ancestor (a launcher such as ``torchrun``) is under no ra
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -23,11 +24,14 @@ class ProcessPart:
         process: The process, as the run lists it.
         under_rank: The rank it is reported under (its own, else its nearest ancestor's).
         trace: Its part of the run's linked trace.
+        alone_in_rank: It is the only process under its rank, so its part is the rank's part
+            (:func:`rank_parts` with ``skip_alone`` leaves that rank out).
     """
 
     process: RunProcess
     under_rank: int | None
     trace: LinkedTrace
+    alone_in_rank: bool = False
 
 
 def is_run_trace(trace: LinkedTrace) -> bool:
@@ -55,17 +59,25 @@ def process_parts(trace: LinkedTrace) -> Iterator[ProcessPart]:
     one part at a time, so that at most one copy of a process's columns is held."""
     processes = run_processes(trace.metadata)
     under = ranks_of_processes(processes)
+    sizes = Counter(under.values())
     for process in processes:
-        yield ProcessPart(process, under[process.pid], trace_of_processes(trace, [process.pid]))
+        rank = under[process.pid]
+        part = trace_of_processes(trace, [process.pid])
+        yield ProcessPart(process, rank, part, rank is not None and sizes[rank] == 1)
 
 
-def rank_parts(trace: LinkedTrace) -> Iterator[tuple[int, tuple[str, ...], LinkedTrace]]:
+def rank_parts(
+    trace: LinkedTrace, *, skip_alone: bool = False
+) -> Iterator[tuple[int, tuple[str, ...], LinkedTrace]]:
     """Each rank of a run's linked trace, in rank order: ``(rank, roles of its processes,
-    the part they recorded)``; nothing when no process states a rank."""
+    the part they recorded)``; nothing when no process states a rank. With ``skip_alone``,
+    only the ranks of more than one process (the others' parts are their process's)."""
     processes = run_processes(trace.metadata)
     under = ranks_of_processes(processes)
     for rank in sorted({rank for rank in under.values() if rank is not None}):
         members = [process for process in processes if under[process.pid] == rank]
+        if skip_alone and len(members) == 1:
+            continue
         part = trace_of_processes(trace, [process.pid for process in members])
         yield rank, tuple(process.role for process in members), part
 
