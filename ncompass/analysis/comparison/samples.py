@@ -39,7 +39,6 @@ class SideSamples:
         processes: For runs' merged traces of several processes: per role (``rank 0``,
             ``DataLoader worker 0``, ...), the duration of each of its outermost markers. The
             processes of one file are parts of one run, not runs of their own.
-        pids: Per role, the pids that held it, file after file.
         run_starts: Per column (``markers``, ``cpu_ops``, ``kernels``, ``processes``) and
             name, where the samples of each file holding that name start, so that runs can be
             resampled whole.
@@ -54,7 +53,6 @@ class SideSamples:
     step_gpu_busy: array[float] = field(default_factory=lambda: array("d"))
     timeline: Mapping[str, Any] = field(default_factory=dict)
     processes: dict[str, array[float]] = field(default_factory=_samples)
-    pids: dict[str, list[int]] = field(default_factory=dict)
     run_starts: dict[str, dict[str, list[int]]] = field(
         default_factory=lambda: {"markers": {}, "cpu_ops": {}, "kernels": {}, "processes": {}}
     )
@@ -112,8 +110,6 @@ class SideSamples:
         if len(processes) < 2:
             return
         role_of = {process.pid: process.role for process in processes}
-        for process in processes:
-            self.pids.setdefault(process.role, []).append(process.pid)
         thread_role = [
             role_of.get(pid) if isinstance(pid, int) else None for pid, _ in trace.threads
         ]
