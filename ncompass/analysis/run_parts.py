@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ncompass.traces.identity import RunProcess, run_processes
 from ncompass.traces.link import NO_LINK, LinkedTrace
-from ncompass.traces.processes import trace_of_processes
+from ncompass.traces.process_parts import trace_of_processes
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ class RunProcess:
         command: Its command line.
         exit_code: How it ended (None when not known).
         trace_file: Its own trace, kept beside the run's (None when it wrote none).
-        markers: Markers placed in it.
+        markers: Markers placed in it (a count; a list of their names counts its length).
     """
 
     pid: int
@@ -119,7 +119,8 @@ def run_processes(metadata: Mapping[str, Any]) -> list[RunProcess]:
             continue
         seen.add(pid)
         command = _text(entry.get("command")) or ""
-        markers = _integer(entry.get("markers"))
+        markers = entry.get("markers")
+        placed = len(markers) if isinstance(markers, list) else _integer(markers)
         processes.append(
             RunProcess(
                 pid=pid,
@@ -129,7 +130,7 @@ def run_processes(metadata: Mapping[str, Any]) -> list[RunProcess]:
                 command=command,
                 exit_code=_integer(entry.get("exit_code")),
                 trace_file=_text(entry.get("trace_file")),
-                markers=markers if markers is not None else 0,
+                markers=placed if placed is not None else 0,
             )
         )
     return processes

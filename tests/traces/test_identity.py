@@ -38,6 +38,7 @@ def test_run_processes_reads_the_list_root_first_and_skips_what_it_cannot_use() 
         "ncompass_processes": [
             {"pid": 1, "ppid": None, "rank": None, "role": "", "command": "torchrun t.py"},
             {"pid": 2, "ppid": 1, "rank": 0, "role": "rank 0", "command": "t.py", "markers": 5},
+            {"pid": 5, "ppid": 1, "rank": 1, "role": "rank 1", "markers": ["a", "b"]},
             {"pid": "3"},
             "not an entry",
             {"pid": 2, "role": "duplicate"},
@@ -48,6 +49,7 @@ def test_run_processes_reads_the_list_root_first_and_skips_what_it_cannot_use() 
     assert [(p.pid, p.role, p.rank, p.markers) for p in processes] == [
         (1, "torchrun t.py", None, 0),
         (2, "rank 0", 0, 5),
+        (5, "rank 1", 1, 2),
         (4, "pid 4", None, 0),
     ]
     assert run_processes({}) == [] and run_processes({"ncompass_processes": {}}) == []
