@@ -129,6 +129,16 @@ class CompilePhases(TypedDict):
     total_us: float
 
 
+class SetupRow(TypedDict):
+    """Time spent once, apart from the steady state (``analysis/setup_time.py``), in µs."""
+
+    compile_us: float
+    compilations: int
+    in_markers_us: float
+    outside_markers_us: float
+    compile_in_marker_us: dict[str, float]
+
+
 class TraceInfo(TypedDict):
     """The summary's ``trace``: which file, which rank, and how much was in it."""
 
@@ -140,6 +150,7 @@ class TraceInfo(TypedDict):
     launches: int
     event_counts: dict[str, int]
     compile_phases: CompilePhases
+    setup: SetupRow
 
 
 class Focus(TypedDict, total=False):
@@ -212,6 +223,7 @@ __all__ = [
     "Narrative",
     "Operation",
     "RankBreakdownRow",
+    "SetupRow",
     "StructuredSummary",
     "Summary",
     "Timeline",
