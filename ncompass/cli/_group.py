@@ -71,7 +71,7 @@ class LazyGroup(click.Group):
                 raise
             click.secho(f"error: {error}", err=True, fg="red")
             ctx.exit(USER_ERROR_EXIT_CODE)
-        except KeyboardInterrupt as interrupt:  # Ctrl-C, or a SIGTERM `ncompass run` turned into one
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under `ncompass run`
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo(f"ncompass: {interrupt or 'interrupted'}", err=True)
