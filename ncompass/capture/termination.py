@@ -11,8 +11,9 @@ What a signal does depends on where the run is:
 - before the program starts: it stops the run at once (nothing is left behind: see the
   runner's clean-up); the command line says so in one line, exit code 130 or 143;
 - while the program runs (:func:`program_running`): Ctrl-C raises ``KeyboardInterrupt`` as
-  usual, the first SIGTERM raises :class:`Terminated`; a repeated SIGTERM is ignored (a group
-  signal and a forwarded one often arrive together), SIGKILL still ends the process;
+  usual, the first SIGTERM raises :class:`Terminated`; SIGTERM is ignored from then on (a
+  signal sent to the process group and the same one passed on by a parent often arrive
+  together), SIGKILL still ends the process;
 - once the program has ended, while the trace and sidecar are written: signals wait, and the
   exit code still says a SIGTERM came (:func:`exit_code`).
 
@@ -51,9 +52,12 @@ class _State:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    first = not _State.terminated
+    # Ignored from now on, by the system itself: Python resets its own handlers to the default
+    # when it shuts down, and a repeated SIGTERM arriving then (while C exit handlers such as
+    # the NVTX recorder's write their output) would kill the process with that output lost.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _State.terminated = True
-    if first and _State.phase != "finishing":
+    if _State.phase != "finishing":
         raise Terminated
 
 

@@ -74,7 +74,7 @@ class LazyGroup(click.Group):
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under `ncompass run`
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"ncompass: {interrupt or 'interrupted'}", err=True)
+            click.echo(f"ncompass: {str(interrupt) or 'interrupted'}", err=True)
             ctx.exit(getattr(interrupt, "exit_code", INTERRUPTED_EXIT_CODE))
 
 
