@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ sys.stdin.read()  # hold the session until the test closes our input
 
 
 @pytest.fixture
-def other_writer(tmp_path: Path):  # type: ignore[no-untyped-def]
+def other_writer(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process that has the session ``shared`` in ``tmp_path`` open to write."""
     process = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(tmp_path)],
@@ -47,7 +48,9 @@ def other_writer(tmp_path: Path):  # type: ignore[no-untyped-def]
     process.wait(timeout=DEADLINE_S)
 
 
-def test_a_second_writer_process_is_refused_in_one_line(tmp_path: Path, other_writer) -> None:  # type: ignore[no-untyped-def]
+def test_a_second_writer_process_is_refused_in_one_line(
+    tmp_path: Path, other_writer: subprocess.Popen[str]
+) -> None:
     with pytest.raises(SessionBusyError, match=rf"in use by process {other_writer.pid}"):
         ProfilingSession(str(tmp_path), session_name="shared")
     reader = ProfilingSession(str(tmp_path), session_name="shared", read_only=True)
@@ -57,7 +60,7 @@ def test_a_second_writer_process_is_refused_in_one_line(tmp_path: Path, other_wr
 
 def test_session_run_refuses_while_another_process_writes_the_session(
     tmp_path: Path,
-    other_writer,  # type: ignore[no-untyped-def]
+    other_writer: subprocess.Popen[str],
 ) -> None:
     script = tmp_path / "app.py"
     script.write_text("print('ran')\n")
@@ -118,7 +121,6 @@ def test_a_restarted_session_never_overwrites_the_traces_it_lost_track_of(tmp_pa
     first = ProfilingSession(str(out), session_name="s")
     kept = Path(first.run_script(str(script), ["first"], discovery=False))
     assert kept == out / "s-i001.json"
-    first.close()
     kept_bytes = kept.read_bytes()
     (out / "s" / STATE_FILE).rename(out / "s" / "moved-aside.json")
 
