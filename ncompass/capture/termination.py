@@ -6,16 +6,21 @@ default action kills Python at once: the trace being recorded is lost. Under
 so the program unwinds exactly as it does on Ctrl-C and the run writes its trace and sidecar;
 the process then exits with 143 (128 + SIGTERM), as a killed process would.
 
-What a signal does depends on where the run is:
+Only the first stop signal (Ctrl-C's SIGINT or SIGTERM) counts. Stops come more than once: a
+signal sent to a process group and the same one passed on by a parent (``--nsys``,
+``nvtx-trace``), or ``ray job stop``'s SIGTERM followed by the launcher's SIGINT, arrive
+together, and a second ``KeyboardInterrupt`` raised while the trace is being written would
+lose it. So after the first, both are ignored by the system itself (``SIG_IGN``, which also
+holds while Python shuts down and C exit handlers such as the NVTX recorder's write their
+output); SIGKILL (or Ctrl-\\) still ends the process at once. What the first one does depends
+on where the run is:
 
 - before the program starts: it stops the run at once (nothing is left behind: see the
   runner's clean-up); the command line says so in one line, exit code 130 or 143;
 - while the program runs (:func:`program_running`): Ctrl-C raises ``KeyboardInterrupt`` as
-  usual, the first SIGTERM raises :class:`Terminated`; SIGTERM is ignored from then on (a
-  signal sent to the process group and the same one passed on by a parent often arrive
-  together), SIGKILL still ends the process;
-- once the program has ended, while the trace and sidecar are written: signals wait, and the
-  exit code still says a SIGTERM came (:func:`exit_code`).
+  usual, SIGTERM raises :class:`Terminated`;
+- once the program has ended, while the trace and sidecar are written: it waits, and the exit
+  code still says it came (:func:`exit_code`).
 
 Standard library only: the rank of a remote job (:mod:`ncompass.remote.rank`) installs the
 same handling before anything else.
@@ -45,27 +50,22 @@ class Terminated(KeyboardInterrupt):
 class _State:
     """Where the run is, as the handlers see it (one run per process)."""
 
-    installed = False
     phase = "starting"  # starting -> running -> finishing
-    terminated = False  # a SIGTERM arrived
-    deferred_interrupt = False  # a Ctrl-C arrived while the results were written
+    stopping = False  # the first stop signal came
+    terminated = False  # the first stop signal was SIGTERM
+    deferred_interrupt = False  # the first was a Ctrl-C that came while the results were written
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # Ignored from now on, by the system itself: Python resets its own handlers to the default
-    # when it shuts down, and a repeated SIGTERM arriving then (while C exit handlers such as
-    # the NVTX recorder's write their output) would kill the process with that output lost.
+def _on_stop(signum: int, frame: FrameType | None) -> None:
+    """The first SIGINT or SIGTERM: the run ends; any later one is ignored (module docstring)."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _State.terminated = True
-    if _State.phase != "finishing":
-        raise Terminated
-
-
-def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _State.stopping = True
+    _State.terminated = signum == signal.SIGTERM
     if _State.phase == "finishing":
-        _State.deferred_interrupt = True
+        _State.deferred_interrupt = not _State.terminated
         return
-    raise KeyboardInterrupt
+    raise Terminated if _State.terminated else KeyboardInterrupt
 
 
 def stop_on_signals() -> None:
@@ -77,9 +77,10 @@ def stop_on_signals() -> None:
     if threading.current_thread() is not threading.main_thread():
         return  # signals are delivered to the main thread only; nothing to install
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    signal.signal(signal.SIGINT, _on_sigint)
-    _State.installed = True
+    if _State.stopping:
+        return  # installed before (a rank's entry point), and the first signal came: ignored
+    signal.signal(signal.SIGTERM, _on_stop)
+    signal.signal(signal.SIGINT, _on_stop)
 
 
 @contextmanager
@@ -89,7 +90,7 @@ def program_running() -> Iterator[None]:
     When the block ends, however it ends, the run moves on to writing its results, which
     signals no longer interrupt. A SIGTERM that came before the block raises on entry.
     """
-    if _State.installed and _State.terminated:
+    if _State.terminated:
         raise Terminated
     _State.phase = "running"
     try:
@@ -106,8 +107,8 @@ def terminated() -> bool:
 def exit_code(code: int) -> int:
     """The process's exit code for a run whose program ended with ``code``.
 
-    143 once a SIGTERM arrived (the trace was written first), 130 for a Ctrl-C held back while
-    the results were written and the program itself succeeded; ``code`` otherwise.
+    143 once a SIGTERM stopped the run (the trace was written first), 130 for a Ctrl-C held
+    back while the results were written of a program that succeeded; ``code`` otherwise.
     """
     if _State.terminated:
         return TERMINATED_EXIT_CODE
