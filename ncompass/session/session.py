@@ -178,7 +178,8 @@ class ProfilingSession:
             ) as run:
                 user_code()
         except BaseException as raised:  # recorded with the iteration, then re-raised
-            if run is None:  # the profiler did not start
+            if run is None:  # the profiler did not start: nothing was written
+                release_claim(trace_path)
                 raise
             error = raised
         written, manifest = run.written, run.markers
