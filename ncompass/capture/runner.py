@@ -32,8 +32,10 @@ from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs
 from ncompass.capture.sidecar import CompiledKernelsRecord, Sidecar
+from ncompass.capture.termination import program_running
 from ncompass.capture.trace_files import (
     claim_trace_path,
+    release_claim,
     safe_name,
     sidecar_path,
     timestamped_name,
@@ -44,7 +46,6 @@ from ncompass.gpu import GpuMonitor
 from ncompass.importer.hook import disable_rewrites, enable_rewrites
 from ncompass.importer.registry import REGISTRY, MarkerRecord
 from ncompass.importer.script import (
-    ScriptNotFoundError,
     ScriptOutcome,
     check_script,
     run_module,
@@ -90,15 +91,6 @@ def run(options: RunOptions) -> RunResult:
         record_torch_markers_with_nvtx(config)
     if options.full_trace:
         config = config.model_copy(update={"full_trace_mode": True})
-    if trace_path is None and options.profiler == "torch":
-        trace_path = claim_trace_path(folder, name)
-    profiler = make_profiler(
-        options.profiler,
-        trace_path or Path(os.devnull),
-        record_shapes=options.record_shapes,
-        profile_memory=options.profile_memory,
-        with_stack=options.with_stack,
-    )
     started = time.time()
     clock = time.perf_counter()
     outcome = ScriptOutcome(1)
@@ -112,8 +104,18 @@ def run(options: RunOptions) -> RunResult:
             monitor = start_monitor(options.gpu_monitor)
 
     forget_captured_markers()
-    enable_rewrites(config)
-    try:
+    try:  # the trace is claimed inside the clean-up: a run that fails leaves nothing behind
+        if options.profiler == "torch":
+            exact, replace = bool(options.trace_name), options.force_overwrite
+            trace_path = claim_trace_path(folder, name, exact=exact, replace=replace)
+        profiler = make_profiler(
+            options.profiler,
+            trace_path or Path(os.devnull),
+            record_shapes=options.record_shapes,
+            profile_memory=options.profile_memory,
+            with_stack=options.with_stack,
+        )
+        enable_rewrites(config)
         try:
             with profiled(
                 profiler,
@@ -133,10 +135,10 @@ def run(options: RunOptions) -> RunResult:
         ]
     except BaseException as error:
         written = profiled_run.written if profiled_run is not None else None
-        if isinstance(error, ScriptNotFoundError) and written is not None:
-            written.unlink(missing_ok=True)  # `-m` typo: the trace holds nothing
-        elif trace_path is not None and written is None and _is_empty(trace_path):
-            trace_path.unlink()
+        if isinstance(error, NcompassError) and written is not None:
+            written.unlink(missing_ok=True)  # a spec error, a `-m` typo: the run failed
+        elif trace_path is not None and written is None:
+            release_claim(trace_path)
         raise
     finally:
         disable_rewrites()
@@ -160,10 +162,11 @@ def run(options: RunOptions) -> RunResult:
 
 def _run_entry(options: RunOptions) -> ScriptOutcome:
     """Run the script or module of ``options`` as ``__main__``."""
-    if options.script is not None:
-        return run_script(options.script, list(options.args))
-    assert options.module is not None
-    return run_module(options.module, list(options.args))
+    with program_running():  # SIGTERM and Ctrl-C stop the program, not the trace's writing
+        if options.script is not None:
+            return run_script(options.script, list(options.args))
+        assert options.module is not None
+        return run_module(options.module, list(options.args))
 
 
 def report_to_parent(options: RunOptions, report_file: Path) -> int:
@@ -178,13 +181,6 @@ def report_to_parent(options: RunOptions, report_file: Path) -> int:
         return USER_ERROR_EXIT_CODE
     write_child_report(report_file, result)
     return result.exit_code
-
-
-def _is_empty(path: Path) -> bool:
-    try:
-        return path.stat().st_size == 0
-    except OSError:
-        return False
 
 
 def _compiled_kernels(
