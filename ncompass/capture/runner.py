@@ -143,8 +143,8 @@ def run(options: RunOptions) -> RunResult:
     finally:
         disable_rewrites()
     written, markers = profiled_run.written, profiled_run.markers
-    if profiled_run.yielded and trace_path is not None and _is_empty(trace_path):
-        trace_path.unlink()  # claimed for a trace that was never written
+    if profiled_run.yielded and trace_path is not None:
+        release_claim(trace_path)  # claimed for a trace that was never written
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
