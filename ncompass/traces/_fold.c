@@ -588,7 +588,7 @@ static int fold_event(Folder *self, PyObject *event) {
     int kind = kind_of(category);
     double timestamp, length;
     if (kind == KIND_OTHER || !plain_number(field(event, at[F_TS]), &timestamp) ||
-        !plain_number(field(event, at[F_DUR]), &length))
+        !plain_number(field(event, at[F_DUR]), &length) || !usable_times(timestamp, length))
         return 0;
     PyObject *args = field(event, at[F_ARGS]);
     if (args != Py_None && Py_TYPE(args) != self->args_type) return 0;
