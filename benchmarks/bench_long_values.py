@@ -1,6 +1,7 @@
-"""Traces holding one very long value: ncompass's ``summarize`` against ``json.load``, side by side.
+"""Traces holding one very long value, or many kernels: ncompass's memory and time, with peers.
 
     python benchmarks/bench_long_values.py [--runs 1] [--names 1,2,4,8,16] [--tops 50,100]
+                                           [--kernels-mb 200]
 
 Each trace is small but for one value: an event whose ``name`` is 1..16 MiB long, or a
 ``deviceProperties`` key before the events of 50 or 100 MB. A streaming reader must take such a
@@ -10,6 +11,11 @@ that reports its CPU time and its peak RSS since exec (``VmHWM``); the peer, the
 library's ``json.load`` of the whole file, runs the same way, interleaved. Medians over
 ``--runs``; "x value" is the peak, less that of summarizing the same trace with an empty name, over
 the value's size.
+
+``--kernels-mb`` adds traces made of GPU kernels (what memory grows with): Kineto-like kernels
+with their launches and flow events whose names are 50 in all or all distinct, and minimal
+kernel and launch events (a quarter of the text per kernel). ``summarize`` and ``breakdown`` of
+each report their peak in MB per MB of JSON (goal: at most 0.5); ``json.load`` is the peer.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 GOAL_SECONDS_AT_16_MIB = 1.0
 GOAL_MEMORY_TIMES_VALUE = 3.0
+GOAL_MB_PER_MB = 0.5
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -33,6 +40,9 @@ start = time.process_time()
 if tool == "ncompass":
     from ncompass.analysis.summary import summarize_trace
     summarize_trace(path)
+elif tool == "breakdown":
+    from ncompass.analysis.breakdown import breakdown
+    breakdown([path])
 else:
     with open(path, "rb") as handle:
         json.load(handle)
@@ -70,6 +80,50 @@ def long_top_key_trace(folder: Path, megabytes: int) -> Path:
     return path
 
 
+def kernel_trace(folder: Path, megabytes: int, shape: str) -> Path:
+    """About ``megabytes`` MB of kernels: ``few`` or ``distinct`` names (Kineto-like events),
+    or ``minimal`` events."""
+    path = folder / f"kernels-{shape}-{megabytes}mb.json"
+    step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+            "ts": 0, "dur": 10**9}  # fmt: skip
+    with open(path, "w") as out:
+        out.write('{"schemaVersion": 1, "traceEvents": [\n' + json.dumps(step))
+        written = index = 0
+        while written < megabytes * 1_000_000:
+            text = "".join(",\n" + json.dumps(event) for event in _kernel(index, shape))
+            out.write(text)
+            written += len(text)
+            index += 1
+        out.write("\n]}\n")
+    return path
+
+
+def _kernel(index: int, shape: str) -> list[dict[str, object]]:
+    ts = 10 + index * 10
+    if shape == "minimal":
+        return [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": ts, "dur": 1, "args": {"correlation": index}},
+            {"ph": "X", "cat": "kernel", "name": f"gemm_{index % 20}", "pid": 0, "tid": 7,
+             "ts": ts + 1, "dur": 1, "args": {"correlation": index}},
+        ]  # fmt: skip
+    suffix = index if shape == "distinct" else index % 50
+    name = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    name += f"std::array<char*, 3ul> >(int, {suffix})"
+    return [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": ts, "dur": 4, "args": {"External id": index, "cbid": 211, "correlation": index}},
+        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts + 5, "dur": 3,
+         "args": {"External id": index, "queued": 0, "device": 0, "context": 1, "stream": 7,
+                  "correlation": index, "registers per thread": 16, "shared memory": 0,
+                  "blocks per SM": 0.5, "warps per SM": 2.0, "grid": [40, 1, 1],
+                  "block": [128, 1, 1], "est. achieved occupancy %": 3}},
+        {"ph": "s", "id": index, "pid": 1, "tid": 1, "ts": ts, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": index, "pid": 0, "tid": 7, "ts": ts + 5, "cat": "ac2g",
+         "name": "ac2g", "bp": "e"},
+    ]  # fmt: skip
+
+
 def run_child(tool: str, path: Path) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, tool, str(path)],
@@ -89,6 +143,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--names", default="1,2,4,8,16", help="MiB of the long names")
     parser.add_argument("--tops", default="50,100", help="MB of the long top-level keys")
+    parser.add_argument("--kernels-mb", type=int, default=0, help="MB of the kernel traces")
     options = parser.parse_args()
     header = f"{'trace':<14}{'value MB':>9}{'ncompass s':>11}{'json s':>8}{'ratio':>7}"
     header += f"{'ncompass MB':>12}{'json MB':>9}{'x value':>8}"
@@ -118,10 +173,29 @@ def main() -> None:
                 f"{ours['peak_mb']:>12.0f}{peer['peak_mb']:>9.0f}{times_value:>8.1f}"
             )
             path.unlink()
+        if options.kernels_mb:
+            kernel_table(folder, options.kernels_mb, options.runs)
     print(
         f"goals: a 16 MiB name in < {GOAL_SECONDS_AT_16_MIB:.0f} s; peak within "
-        f"{GOAL_MEMORY_TIMES_VALUE:.0f}x the value (above the interpreter) plus a constant"
+        f"{GOAL_MEMORY_TIMES_VALUE:.0f}x the value (above the interpreter) plus a constant; "
+        f"kernel traces at most {GOAL_MB_PER_MB} MB per MB of JSON"
     )
+
+
+def kernel_table(folder: Path, megabytes: int, runs: int) -> None:
+    """Peak MB per MB of JSON of summarize, breakdown and json.load on kernel traces."""
+    print(f"\n{'kernels':<12}{'MB':>6}{'summarize':>26}{'breakdown':>26}{'json.load':>26}")
+    for shape in ("few", "distinct", "minimal"):
+        path = kernel_trace(folder, megabytes, shape)
+        size = path.stat().st_size / 1e6
+        cells = []
+        for tool in ("ncompass", "breakdown", "json"):
+            measured = [run_child(tool, path) for _ in range(runs)]
+            peak = statistics.median(run["peak_mb"] for run in measured)
+            seconds = statistics.median(run["seconds"] for run in measured)
+            cells.append(f"{peak:.0f} MB {peak / size:.2f}/MB {seconds:.1f}s")
+        print(f"{shape:<12}{size:>6.0f}" + "".join(f"{cell:>26}" for cell in cells))
+        path.unlink()
 
 
 if __name__ == "__main__":
