@@ -337,3 +337,21 @@ def test_integers_beyond_64_bits_are_read_as_orjson_reads_them() -> None:
     # a list or an object where linking reads a value: the dicts of the general decoder
     assert _decode.decode_link_structs(b'[{"pid": [1], "ts": 1}]') is None
     assert _decode.decode_link_structs(b'[{"args": {"bytes": {"a": 1}}}]') is None
+
+
+def test_more_distinct_names_than_the_token_table_keeps_link_alike_on_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the C fold empties its table of event-text tokens past 32K (what points into it too: the
+    # counted phases, the recent threads); every name stays, as in the Python folds
+    builder = TraceBuilder().marker("outer", 0, 10**7)
+    for index in range(40_000):
+        builder.cpu_op(f"op-{index % 7}", 1 + 10 * index, 2)
+        correlation = builder.runtime("cudaLaunchKernel", 3 + 10 * index, 1)
+        builder.gpu(f"kernel-{index}", 5 + 10 * index, 1, correlation=correlation)
+        if index % 1000 == 0:
+            builder.add(ph="s", id=index, pid=CPU_PID, tid=1, ts=3 + 10 * index, cat="ac2g")
+    linked = linked_every_way(builder.write(tmp_path / "t.json"), monkeypatch)
+    assert_identical(linked)
+    assert len(linked[0]["names"]) == 40_000 + 7 + 1 + 1
+    assert linked[0]["event_counts"] == {"X": 120_001, "s": 40}
