@@ -21,27 +21,30 @@ SAMPLING_SWITCH_INTERVAL_S = 1e-4
 _lock = threading.Lock()
 _holders = 0
 _saved: float | None = None
+_set: float | None = None  # the interval as the interpreter reports it once set (in µs steps)
 
 
 def shorten() -> None:
     """Shorten the switch interval until the matching :func:`restore` (calls nest)."""
-    global _holders, _saved
+    global _holders, _saved, _set
     with _lock:
         if _holders == 0:
             _saved = sys.getswitchinterval()
+            _set = None
             if _saved > SAMPLING_SWITCH_INTERVAL_S:
                 sys.setswitchinterval(SAMPLING_SWITCH_INTERVAL_S)
+                _set = sys.getswitchinterval()
         _holders += 1
 
 
 def restore() -> None:
     """Undo one :func:`shorten`; the last one puts back the interval found by the first."""
-    global _holders, _saved
+    global _holders, _saved, _set
     with _lock:
         if _holders == 0:
             return
         _holders -= 1
-        if _holders == 0 and _saved is not None:
-            if sys.getswitchinterval() == SAMPLING_SWITCH_INTERVAL_S:  # nobody else changed it
-                sys.setswitchinterval(_saved)
-            _saved = None
+        if _holders == 0:
+            if _saved is not None and _set is not None and sys.getswitchinterval() == _set:
+                sys.setswitchinterval(_saved)  # nobody else changed it meanwhile
+            _saved = _set = None

@@ -2,7 +2,8 @@
 
 Sampling reads the devices on a background thread, and every NVML call (through ctypes) lets go
 of the GIL and takes it back: behind a main thread running Python each take used to wait the
-interpreter's switch interval (5 ms), so 8 GPUs sampled every 50 ms were read 5 times a second.
+interpreter's switch interval (5 ms), so 2 GPUs sampled every 50 ms were read about 8 times a
+second.
 The machine may itself be too busy to keep any thread on time, so a plain sleeping thread runs
 alongside as the control: the monitor must keep within 10 % of the rate asked for, or of the
 control's rate when the machine gives less.
@@ -10,6 +11,7 @@ control's rate when the machine gives less.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -55,13 +57,13 @@ class Control(threading.Thread):
 
 
 @pytest.fixture
-def eight_gpus(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
-    library = FakeNvml([FakeGpu() for _ in range(8)], releases_gil=True)
+def two_gpus(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
+    library = FakeNvml([FakeGpu() for _ in range(2)], releases_gil=True)
     monkeypatch.setitem(selection.DEFAULT_FACTORIES, "nvml", lambda: NvmlBackend(library))
     return library
 
 
-def test_sampling_keeps_its_rate_while_the_main_thread_runs_python(eight_gpus: FakeNvml) -> None:
+def test_sampling_keeps_its_rate_while_the_main_thread_runs_python(two_gpus: FakeNvml) -> None:
     control = Control()
     control.start()
     with GpuMonitor(device="all", interval_s=INTERVAL_S, backend="nvml") as monitor:
@@ -85,3 +87,12 @@ def test_a_rate_short_of_the_one_asked_for_is_noted() -> None:
     assert summary.sample_rate_hz == 4.0
     assert "sampled 4.0 times a second of the 20 asked for" in " ".join(summary.notes)
     assert "(4.0/s of 20/s asked)" in summary.format()
+
+
+def test_the_switch_interval_is_put_back_when_the_last_monitor_stops() -> None:
+    before = sys.getswitchinterval()
+    with GpuMonitor(backend="cpu", interval_s=0.05):
+        with GpuMonitor(backend="cpu", interval_s=0.05):
+            assert sys.getswitchinterval() < 0.001
+        assert sys.getswitchinterval() < 0.001  # the outer one still samples
+    assert sys.getswitchinterval() == before
