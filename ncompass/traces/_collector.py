@@ -31,6 +31,7 @@ from ncompass.traces.events import (
     classify_gpu_event,
 )
 from ncompass.traces.reader import EventsLeftOutWarning, TraceValueError, ordinal
+from ncompass.warning_location import stacklevel_outside
 
 try:
     from ncompass.traces import _fold
@@ -473,7 +474,7 @@ class Collector:
         if self._left_out:
             warnings.warn(
                 EventsLeftOutWarning(self.trace.path, self._left_out, self._first_left_out),
-                stacklevel=2,
+                stacklevel=stacklevel_outside("ncompass"),  # the user's line that read the trace
             )
         for phase in self.trace.compile_phases.values():
             del phase.durations[:]  # kept only to merge the parts of a split trace
