@@ -41,6 +41,8 @@ class RunOptions:
         nsys: Run under ``nsys profile`` (in a child process) and convert its report;
             ``profiler`` is then ignored: markers are NVTX ranges.
         nsys_args: More options for ``nsys profile``.
+        follow: The Python processes the script starts get the run's specs and profiler, and
+            their traces are merged into the run's (``--no-follow``: only this process).
         reexecuted: Internal: set in the child that ``nsys``/``nvtx-trace`` runs re-execute.
     """
 
@@ -58,6 +60,7 @@ class RunOptions:
     gpu_monitor: GpuMonitorOptions | None = None
     nsys: bool = False
     nsys_args: Sequence[str] = ()
+    follow: bool = True
     reexecuted: bool = False
 
 
@@ -73,6 +76,7 @@ class RunResult:
     config: RewriteConfig
     gpu: GpuTimeline | None = None
     unplaced: list[TargetSpec] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. a followed process left no trace
 
 
 def load_specs(

@@ -72,6 +72,11 @@ from ncompass.gpu import DeviceSpec
     default="auto",
     show_default=True,
 )
+@click.option(
+    "--no-follow",
+    is_flag=True,
+    help="Profile only this process: the Python processes the script starts run untouched.",
+)
 @click.option("-m", "module", default=None, metavar="MODULE", help="Run a module, like python -m.")
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def run_command(
@@ -90,6 +95,7 @@ def run_command(
     gpu_device: str,
     gpu_interval: float,
     gpu_backend: str,
+    no_follow: bool,
     module: str | None,
     arguments: tuple[str, ...],
 ) -> None:
@@ -133,6 +139,7 @@ def run_command(
         nsys=nsys,
         nsys_args=_split(nsys_args),
         reexecuted=child_report is not None,
+        follow=not no_follow,
     )
     if child_report is not None:  # the run --nsys / nvtx-trace started: report back to it
         from ncompass.capture.runner import report_to_parent
@@ -149,6 +156,8 @@ def run_command(
             "has no markers; check the module name or file path",
             err=True,
         )
+    for warning in result.warnings:
+        click.echo(f"ncompass: warning: {warning}", err=True)
     if result.trace_path is not None:
         markers = len(result.markers)
         click.echo(
