@@ -86,12 +86,14 @@ def _base_time_ns(metadata: dict[str, Any]) -> int | None:
     return base if isinstance(base, int) and not isinstance(base, bool) else None
 
 
-def _encoded(trace: ProcessTrace, events: list[Event], shift_us: float, id_offset: int) -> list[bytes]:
+def _encoded(
+    trace: ProcessTrace, events: list[Event], shift_us: float, id_offset: int
+) -> list[bytes]:
     encoded: list[bytes] = []
     for event in events:
-        if event.get("ph") == "M" and event.get("name") in _PROCESS_LABELS:
-            if event.get("pid") == trace.pid:
-                continue  # replaced by the role's label
+        labels_process = event.get("ph") == "M" and event.get("name") in _PROCESS_LABELS
+        if labels_process and event.get("pid") == trace.pid:
+            continue  # replaced by the role's label
         copy = dict(event)
         if "ts" in copy and shift_us:
             copy["ts"] = microseconds(copy["ts"]) + shift_us
@@ -112,7 +114,13 @@ def _encoded(trace: ProcessTrace, events: list[Event], shift_us: float, id_offse
 
 def _labels(trace: ProcessTrace, index: int) -> list[Event]:
     return [
-        {"ph": "M", "name": "process_name", "pid": trace.pid, "tid": 0, "args": {"name": trace.label}},
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": trace.pid,
+            "tid": 0,
+            "args": {"name": trace.label},
+        },
         {
             "ph": "M",
             "name": "process_sort_index",

@@ -170,6 +170,7 @@ class _FollowFinder:
                 self.targets = self.stems = frozenset()
                 _quietly(enable_run_spec)
                 return _spec_from_others(self, fullname, path, target)  # the import hook's
+            assert hook is not None
             del self.after_import[fullname]
             spec = _spec_from_others(self, fullname, path, target)
             if spec is not None and spec.loader is not None:
@@ -292,16 +293,25 @@ def finish(exit_code: int | None = None) -> None:
     _write_json(os.path.join(state.records, f"{state.pid}{END_SUFFIX}"), record)
 
 
-def identity() -> dict[str, Any]:
-    """Who this process is: pid, parent pid, rank, role and command line."""
+def identity(process_name: str | None = None) -> dict[str, Any]:
+    """Who this process is: pid, parent pid, rank, role and command line.
+
+    Args:
+        process_name: Its ``multiprocessing`` name, while ``current_process()`` does not say.
+    """
     rank = _rank()
     command = " ".join(getattr(sys, "orig_argv", None) or sys.argv)
-    job = _job()
+    job = _job(process_name)
+    role = job or command
     if rank is not None:
         role = f"rank {rank}" + (f" · {job}" if job else "")
-    else:
-        role = job or command
-    return {"pid": os.getpid(), "ppid": os.getppid(), "rank": rank, "role": role, "command": command}
+    return {
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "rank": rank,
+        "role": role,
+        "command": command,
+    }
 
 
 def _rank() -> int | None:
@@ -312,16 +322,18 @@ def _rank() -> int | None:
     return None
 
 
-def _job() -> str | None:
+def _job(process_name: str | None) -> str | None:
     """A DataLoader worker's number, else a multiprocessing child's name (vLLM's EngineCore)."""
     worker = sys.modules.get("torch.utils.data._utils.worker")
     info = getattr(worker, "_worker_info", None)
     if info is not None:
         return f"DataLoader worker {info.id}"
     process = sys.modules.get("multiprocessing.process")
-    if process is None:
+    name: str | None = process_name
+    if name is None and process is not None:
+        name = process.current_process().name
+    if name is None:
         return None
-    name: str = process.current_process().name
     if name == "MainProcess":
         return None
     title = _process_title()
@@ -385,6 +397,11 @@ def _finish_multiprocessing_children() -> None:
         return
 
     def bootstrap(self: Any, *args: Any, **kwargs: Any) -> int:
+        state = current()
+        if state is not None and not state.finished and not state.helper:
+            # the process's name is known from here: a child killed later is named by it
+            start = os.path.join(state.records, f"{state.pid}{START_SUFFIX}")
+            _quietly(lambda: _write_json(start, identity(self.name)))
         code: int = original(self, *args, **kwargs)
         _quietly(lambda: finish(code))
         return code

@@ -293,7 +293,11 @@ class FollowedRun:
         own = claim_trace_path(self.traces, str(self.root_pid))
         os.replace(root_trace, own)
         outcome.processes[0]["trace_file"] = str(own)
-        traces = [ProcessTrace(Path(p["trace_file"]), p["pid"], p["role"]) for p in outcome.processes if p["trace_file"]]
+        traces = [
+            ProcessTrace(Path(p["trace_file"]), p["pid"], p["role"])
+            for p in outcome.processes
+            if p["trace_file"]
+        ]
         try:
             merge_processes(traces, root_trace, metadata={"ncompass_processes": outcome.processes})
         except TraceError as error:
