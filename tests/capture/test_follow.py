@@ -55,12 +55,24 @@ import multiprocessing
 import subprocess
 import sys
 
+from ncompass import capture_trace
+
 import work
 
 
 def child(n):
     for i in range(n):
         work.step(i)
+
+
+@capture_trace(trace_name="child-window")
+def measured():
+    work.moment()
+
+
+def windowed():
+    work.step(0)
+    measured()
 
 
 def at_the_same_moment(go, done):
@@ -88,6 +100,9 @@ if __name__ == "__main__":
     clock.start()
     work.hold(go, done)
     clock.join()
+    window = spawn.Process(target=windowed, name="windowed child")
+    window.start()
+    window.join()
 """
 
 
@@ -155,6 +170,7 @@ def test_every_child_kind_has_its_markers_on_its_own_track(every_kind: tuple[Pat
     assert steps[pool_worker["pid"]] == 5
     subprocess_child = next(p for p in processes if p["command"].endswith("work.step(i)"))
     assert steps[subprocess_child["pid"]] == 6
+    assert steps[by_role["windowed child"]["pid"]] == 1
     names = {
         event["pid"]: event["args"]["name"]
         for event in trace["traceEvents"]
@@ -169,7 +185,7 @@ def test_each_process_keeps_its_own_trace_beside_the_run(every_kind: tuple[Path,
     folder, _ = every_kind
     trace = _trace(folder / "out" / "run.json")
     written = [p for p in trace["ncompass_processes"] if p["trace_file"]]
-    assert len(written) == 7
+    assert len(written) == 8
     for process in written:
         own = _trace(folder / process["trace_file"])
         assert Path(process["trace_file"]).parent.name == "run.processes"
@@ -188,8 +204,13 @@ def test_each_process_keeps_its_own_trace_beside_the_run(every_kind: tuple[Path,
 def test_parent_and_child_share_one_clock(every_kind: tuple[Path, Any]) -> None:
     folder, _ = every_kind
     trace = _trace(folder / "out" / "run.json")
+    (clock,) = [p for p in trace["ncompass_processes"] if p["role"] == "clock child"]
     (hold,) = [e for e in trace["traceEvents"] if e.get("name") == "work.hold"]
-    (moment,) = [e for e in trace["traceEvents"] if e.get("name") == "work.moment"]
+    (moment,) = [
+        e
+        for e in trace["traceEvents"]
+        if e.get("name") == "work.moment" and e["pid"] == clock["pid"]
+    ]
     assert hold["pid"] != moment["pid"]
     # the child marks its moment while the parent holds: inside the parent's span on one clock
     assert hold["ts"] <= moment["ts"] <= hold["ts"] + hold["dur"]
@@ -208,7 +229,21 @@ def test_summarize_counts_the_childrens_markers(every_kind: tuple[Path, Any]) ->
     )
     assert summary.returncode == 0, summary.stderr
     row = next(line for line in summary.stdout.splitlines() if "`work.step`" in line)
-    assert row.split("|")[2].strip() == str(1 + 2 + 3 + 4 + 5 + 6)
+    assert row.split("|")[2].strip() == str(1 + 2 + 3 + 4 + 5 + 6 + 1)
+
+
+def test_capture_trace_in_a_child_cuts_its_window_from_the_childs_trace(
+    every_kind: tuple[Path, Any],
+) -> None:
+    folder, _ = every_kind
+    run = _trace(folder / "out" / "run.json")
+    (child,) = [p for p in run["ncompass_processes"] if p["role"] == "windowed child"]
+    window = _trace(folder / "out" / "child-window.json")
+    names = [e["name"] for e in window["traceEvents"] if e.get("cat") == "user_annotation"]
+    assert sorted(names) == ["child-window", "work.moment"]
+    assert {e["pid"] for e in window["traceEvents"] if e.get("name") == "work.moment"} == {
+        child["pid"]
+    }
 
 
 def test_no_follow_profiles_only_the_run_process(tmp_path: Path) -> None:
@@ -500,3 +535,38 @@ def test_vllm_shaped_engine_process_has_the_models_markers(tmp_path: Path) -> No
     forwards = _markers_by_pid(trace, "model.forward")
     assert forwards[by_role["EngineCore_0"]["pid"]] == 3
     assert sum(forwards.values()) == 3
+
+
+NVTX_PROGRAM = """
+import multiprocessing
+
+import work
+
+
+def child():
+    for i in range(3):
+        work.step(i)
+
+
+if __name__ == "__main__":
+    work.step(0)
+    process = multiprocessing.get_context("spawn").Process(target=child, name="nvtx child")
+    process.start()
+    process.join()
+"""
+
+
+def test_nvtx_trace_records_the_markers_of_every_process(tmp_path: Path) -> None:
+    from ncompass.capture.nvtx_recorder import find_compiler
+
+    if find_compiler() is None:
+        pytest.skip("no C compiler on PATH: the NVTX recorder cannot be built")
+    folder = _project(tmp_path, NVTX_PROGRAM)
+    result = _ncompass_run(folder, "--profiler", "nvtx-trace", "--trace-name", "run", "main.py")
+    assert result.returncode == 0, result.stderr
+    trace = _trace(folder / "out" / "run.json")
+    steps = Counter(e["pid"] for e in trace["traceEvents"] if e.get("name") == "work.step")
+    assert sorted(steps.values()) == [1, 3]
+    sidecar = json.loads((folder / "out" / "run.ncompass.json").read_text())
+    (child,) = [p for p in sidecar["processes"] if p["role"] == "nvtx child"]
+    assert steps[child["pid"]] == 3

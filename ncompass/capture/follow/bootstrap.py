@@ -16,6 +16,7 @@ code, markers placed) when it ends: at interpreter exit, or, for a ``multiproces
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import json
 import os
@@ -153,10 +154,11 @@ class _FollowFinder:
         self.after_import = after_import
         self.targets = targets
         self.stems = stems
-        self.busy = False
+        self.busy: set[int] = set()  # threads inside find_spec (asking the other finders)
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if self.busy:
+        thread = _thread.get_ident()
+        if thread in self.busy:
             return None
         hook = self.after_import.get(fullname)
         is_target = fullname in self.targets or (
@@ -164,11 +166,13 @@ class _FollowFinder:
         )
         if hook is None and not is_target:
             return None
-        self.busy = True
+        self.busy.add(thread)
         try:
             if is_target:
                 self.targets = self.stems = frozenset()
                 _quietly(enable_run_spec)
+                if "torch" in sys.modules:  # the profiler started with the rewrites
+                    self.after_import.pop("torch", None)
                 return _spec_from_others(self, fullname, path, target)  # the import hook's
             assert hook is not None
             del self.after_import[fullname]
@@ -177,7 +181,7 @@ class _FollowFinder:
                 spec.loader = _ThenRun(spec.loader, hook)
             return spec
         finally:
-            self.busy = False
+            self.busy.discard(thread)
             if not self.after_import and not self.targets and not self.stems:
                 self.remove()
 
@@ -389,12 +393,30 @@ def _after_fork_in_child() -> None:
 
 
 def _finish_multiprocessing_children() -> None:
-    """``multiprocessing`` children leave through ``os._exit``: finish when their target ends."""
+    """``multiprocessing`` children leave through ``os._exit``: finish when their target ends.
+
+    That is when ``Process.run`` returns, while the interpreter still runs normally (once
+    ``_bootstrap`` returns, threading is shut down); a subclass with a ``run`` of its own
+    finishes when ``_bootstrap`` returns.
+    """
     from multiprocessing import process
 
     original = process.BaseProcess._bootstrap  # type: ignore[attr-defined]
     if getattr(original, "_ncompass", False):
         return
+    original_run = process.BaseProcess.run
+
+    def run(self: Any) -> None:
+        code = 1
+        try:
+            original_run(self)
+            code = 0
+        except SystemExit as error:
+            code = error.code if isinstance(error.code, int) else int(error.code is not None)
+            raise
+        finally:
+            if process.current_process() is self:
+                _quietly(lambda: finish(code))
 
     def bootstrap(self: Any, *args: Any, **kwargs: Any) -> int:
         state = current()
@@ -408,6 +430,7 @@ def _finish_multiprocessing_children() -> None:
 
     bootstrap._ncompass = True  # type: ignore[attr-defined]
     process.BaseProcess._bootstrap = bootstrap  # type: ignore[attr-defined]
+    process.BaseProcess.run = run  # type: ignore[method-assign]
 
 
 def _report_subprocess_exits() -> None:

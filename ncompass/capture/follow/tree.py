@@ -300,7 +300,7 @@ class FollowedRun:
         ]
         try:
             merge_processes(traces, root_trace, metadata={"ncompass_processes": outcome.processes})
-        except TraceError as error:
+        except (TraceError, OSError) as error:
             outcome.warnings.append(
                 f"the processes' traces were not merged ({error}); the run's own trace is "
                 f"{root_trace}, the others are in {self.traces}"
