@@ -9,7 +9,9 @@
    ``--no-follow``, interleaved run by run. Goal: at most 50 ms more per child.
 2. **A run without children.** The same small script without children, under ``ncompass run
    --profiler none`` (so the profiler's start does not drown the difference), whole command
-   timed from outside. Goal: the same as ``--no-follow``.
+   timed from outside. Goal: the same as ``--no-follow``. Since that difference drowns in the
+   noise of starting Python and torch, the work following adds to such a run (preparing the
+   children's folder, then finding no child) is also timed alone, in this process.
 
 Prints medians and ratios.
 """
@@ -90,6 +92,28 @@ def _child_times(stdout: str) -> list[float]:
     return times
 
 
+def _following_alone(folder: Path, repeats: int = 50) -> list[float]:
+    """``FollowedRun.begin`` + ``scope`` + ``finish`` with no child: what a run pays for them."""
+    sys.path.insert(0, str(REPO))
+    from ncompass.capture.follow.tree import FollowedRun
+    from ncompass.capture.run_options import RunOptions, load_specs
+
+    config = load_specs([folder / "spec.yaml"], "torch")
+    options = RunOptions(script="alone.py", profiler="torch")
+    times = []
+    for index in range(repeats):
+        trace = folder / "out" / f"alone-{index}.json"
+        trace.parent.mkdir(exist_ok=True)
+        trace.write_text("{}")
+        started = time.perf_counter()
+        followed = FollowedRun.begin(config, options, trace)
+        with followed.scope():
+            pass
+        followed.finish(trace, [], 0)
+        times.append(time.perf_counter() - started)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -108,15 +132,18 @@ def main() -> None:
                 child[mode] += _child_times(stdout)
                 elapsed, _ = _run(folder, "alone.py", "--profiler", "none", *options)
                 alone[mode].append(elapsed)
+        own = _following_alone(folder)
     print(f"{CHILDREN} spawn children x {runs} runs, start() to join() per child (median):")
     base, followed = statistics.median(child["no-follow"]), statistics.median(child["follow"])
     print(f"  --no-follow  {base * 1000:8.1f} ms")
     print(f"  follow       {followed * 1000:8.1f} ms")
-    print(f"  cost         {(followed - base) * 1000:8.1f} ms per child  ratio {followed / base:.2f}")
+    cost = (followed - base) * 1000
+    print(f"  cost         {cost:8.1f} ms per child  ratio {followed / base:.2f}")
     print(f"a run without children, whole command, {runs} runs (median):")
     base, followed = statistics.median(alone["no-follow"]), statistics.median(alone["follow"])
     print(f"  --no-follow  {base * 1000:8.1f} ms")
     print(f"  follow       {followed * 1000:8.1f} ms  ratio {followed / base:.2f}")
+    print(f"  following's own work in it: {statistics.median(own) * 1000:.1f} ms (median of 50)")
 
 
 if __name__ == "__main__":

@@ -5,3 +5,5 @@
 - :mod:`~ncompass.capture.follow.bootstrap` runs in each new interpreter (and after each fork):
   stdlib only until the process imports a target module or torch.
 """
+
+__all__: list[str] = []  # used by capture.runner through its modules; nothing public here

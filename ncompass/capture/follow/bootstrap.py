@@ -28,8 +28,7 @@ from ncompass import environment_variables
 
 FOLLOW_ENV = environment_variables.NCOMPASS_FOLLOW
 SETTINGS_FILE = "run.json"
-RECORDS_DIR = "processes"
-EXITS_DIR = "exits"
+EXIT_PREFIX = "exit-"
 START_SUFFIX = ".start.json"
 END_SUFFIX = ".end.json"
 PROCESS_KEY = "ncompass_process"
@@ -74,7 +73,7 @@ class Followed:
 
     @property
     def records(self) -> str:
-        return os.path.join(self.folder, RECORDS_DIR)
+        return self.folder
 
     @property
     def wants_profiler(self) -> bool:
@@ -472,7 +471,7 @@ def report_exit(pid: int, code: int | None) -> None:
     if state is None or code is None or pid in state.reported_exits:
         return
     state.reported_exits.add(pid)
-    _quietly(lambda: _write_json(os.path.join(state.folder, EXITS_DIR, str(pid)), code))
+    _quietly(lambda: _write_json(os.path.join(state.folder, f"{EXIT_PREFIX}{pid}"), code))
 
 
 def _write_json(path: str, value: object) -> None:
@@ -494,6 +493,7 @@ def _quietly(action: Callable[[], object]) -> None:
 
 
 __all__ = [
+    "EXIT_PREFIX",
     "FOLLOW_ENV",
     "PROCESS_KEY",
     "Followed",

@@ -1,8 +1,8 @@
 """The run's side of following its processes: start them on the run's spec, then list and merge.
 
 While the script runs, ``NCOMPASS_FOLLOW`` names a private folder holding the run's settings,
-its merged spec and a ``sitecustomize.py``; that folder's ``site`` is first on ``PYTHONPATH``, so
-every new Python interpreter of the run imports it at start-up. It checks the variable, starts
+its merged spec and a ``sitecustomize.py``; that folder is first on ``PYTHONPATH``, so every
+new Python interpreter of the run imports it at start-up. It checks the variable, starts
 :mod:`~ncompass.capture.follow.bootstrap` and then imports the ``sitecustomize`` it hides (the
 user's own, if there is one). A ``.pth`` file would not do: Python reads ``.pth`` files only in
 site-packages folders, not in ``PYTHONPATH`` ones. Forked children are followed by an
@@ -34,10 +34,9 @@ from ncompass.capture.environment import scoped_environment
 from ncompass.capture.follow import bootstrap
 from ncompass.capture.follow.bootstrap import (
     END_SUFFIX,
-    EXITS_DIR,
+    EXIT_PREFIX,
     FOLLOW_ENV,
     PROCESS_KEY,
-    RECORDS_DIR,
     SETTINGS_FILE,
     START_SUFFIX,
     Followed,
@@ -57,7 +56,6 @@ FINISH_GRACE_S = 3.0
 PROCESSES_SUFFIX = ".processes"
 """The folder beside the run's trace that keeps each process's own trace."""
 
-SITE_DIR = "site"
 
 _SITECUSTOMIZE = f'''\
 """Written by `ncompass run`: follows the run into this process, then runs the
@@ -147,16 +145,15 @@ class FollowedRun:
         cls, config: RewriteConfig, options: RunOptions, trace_path: Path | None
     ) -> FollowedRun:
         """Prepare the folder the run's children read, and follow forks of this process."""
+        # one flat folder (each directory is one more to remove): the sitecustomize, the
+        # settings and the processes' records, none of the others importable
         folder = Path(tempfile.mkdtemp(prefix="ncompass-follow-"))
-        for name in (SITE_DIR, RECORDS_DIR, EXITS_DIR):
-            (folder / name).mkdir()
-        (folder / SITE_DIR / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+        (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
         spec = folder / "spec.pickle"
         spec.write_bytes(pickle.dumps(config))
-        traces = None
+        traces = None  # made by the first child that records
         if options.profiler == "torch" and trace_path is not None:
-            traces = trace_path.with_name(trace_path.stem + PROCESSES_SUFFIX)
-            traces.mkdir(parents=True, exist_ok=True)
+            traces = processes_folder(trace_path)
         stems = {Path(target.file).stem for target in config.targets if target.file}
         settings = {
             "root_pid": os.getpid(),
@@ -183,7 +180,7 @@ class FollowedRun:
     def scope(self) -> Iterator[None]:
         """The children started inside the block are followed; on an error the folder goes."""
         path = os.environ.get("PYTHONPATH")
-        site = str(self.folder / SITE_DIR)
+        site = str(self.folder)
         variables = {
             FOLLOW_ENV: str(self.folder),
             "PYTHONPATH": site + (os.pathsep + path if path else ""),
@@ -232,8 +229,8 @@ class FollowedRun:
     def _wait_for_children(self) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
         deadline = time.monotonic() + FINISH_GRACE_S
         while True:
-            started = _records(self.folder / RECORDS_DIR, START_SUFFIX)
-            ended = _records(self.folder / RECORDS_DIR, END_SUFFIX)
+            started = _records(self.folder, START_SUFFIX)
+            ended = _records(self.folder, END_SUFFIX)
             running = [pid for pid in started if pid not in ended and _alive(pid)]
             if not running or time.monotonic() > deadline:
                 return started, ended
@@ -257,7 +254,7 @@ class FollowedRun:
             }
         )
         seen = {(m["module"], m["id"]) for m in root_markers}
-        exits = _exit_codes(self.folder / EXITS_DIR)
+        exits = _exit_codes(self.folder)
         for pid, start in started.items():
             end = ended.get(pid)
             record = dict(end if end is not None else start)
@@ -341,9 +338,9 @@ def _modified(path: Path) -> float:
 
 def _exit_codes(folder: Path) -> dict[int, int]:
     codes: dict[int, int] = {}
-    for path in folder.iterdir():
+    for path in folder.glob(f"{EXIT_PREFIX}*"):
         with contextlib.suppress(OSError, ValueError):
-            codes[int(path.name)] = int(path.read_text())
+            codes[int(path.name[len(EXIT_PREFIX) :])] = int(path.read_text())
     return codes
 
 
