@@ -284,9 +284,8 @@ class FollowedRun:
 
     def _merge(self, root_trace: Path, outcome: FollowOutcome) -> None:
         assert self.traces is not None
-        children = [p for p in outcome.processes[1:] if p["trace_file"]]
-        if not children or not root_trace.is_file():
-            return
+        if len(outcome.processes) < 2 or not root_trace.is_file():
+            return  # no child: the run's trace stays as the profiler wrote it
         own = claim_trace_path(self.traces, str(self.root_pid))
         os.replace(root_trace, own)
         outcome.processes[0]["trace_file"] = str(own)
