@@ -79,6 +79,11 @@ from ncompass.gpu import DeviceSpec
     default="auto",
     show_default=True,
 )
+@click.option(
+    "--no-follow",
+    is_flag=True,
+    help="Profile only this process: the Python processes the script starts run untouched.",
+)
 @click.option("-m", "module", default=None, metavar="MODULE", help="Run a module, like python -m.")
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def run_command(
@@ -98,6 +103,7 @@ def run_command(
     gpu_device: str,
     gpu_interval: float,
     gpu_backend: str,
+    no_follow: bool,
     module: str | None,
     arguments: tuple[str, ...],
 ) -> None:
@@ -146,6 +152,7 @@ def run_command(
         nsys=nsys,
         nsys_args=_split(nsys_args),
         reexecuted=child_report is not None,
+        follow=not no_follow,
     )
     if child_report is not None:  # the run --nsys / nvtx-trace started: report back to it
         from ncompass.capture.runner import report_to_parent
@@ -169,6 +176,9 @@ def run_command(
             "run it without its profiler",
             err=True,
         )
+
+    for warning in result.warnings:
+        click.echo(f"ncompass: warning: {warning}", err=True)
     if result.trace_path is not None:
         markers = len(result.markers)
         click.echo(
