@@ -11,9 +11,14 @@ that is steady-state work). Code Inductor generated (its cache folder) folds int
 that called it, like torch. Samples outside the script (the profiler starting and stopping) are
 left out.
 
+Lambdas, comprehensions and generator expressions run inside the statement that calls or
+consumes them (a marker cannot wrap a lambda's body): their frames are folded into the frame
+below them, so ``junk = [a @ b for _ in range(8)]`` holds the time of its ``<listcomp>``.
+
 A function called from more than one statement is a *helper*: its time goes to the statement
 that called it, so a slow ``spin(SLOW)`` or ``self.c_fc(x)`` is named rather than the loop or the
-``addmm`` inside the helper that every call site shares.
+``addmm`` inside the helper that every call site shares. A function calling itself (recursion)
+is not a second call site. The helpers folded are reported (:attr:`StackProfile.folded`).
 
 When the run's trace has GPU work, each kernel's time is credited to the statement sampled
 nearest in time to the CPU call that launched it (linked through ``args.correlation``): an
@@ -138,6 +143,8 @@ class StackProfile:
         windows: Per line, its self time in each third of the steady-state run (for stability).
         functions: Per function of your code (a ``CodeLine`` whose line is 0), the steady-state
             CPU time spent in it and its callees.
+        folded: Per helper function folded into the statements that call it (a ``CodeLine``
+            whose line is 0), the time moved to its callers.
         gpu: Whether GPU time was credited.
     """
 
@@ -147,6 +154,7 @@ class StackProfile:
     paths: dict[CodeLine, HotPath] = field(default_factory=dict)
     windows: dict[CodeLine, list[float]] = field(default_factory=dict)
     functions: dict[CodeLine, float] = field(default_factory=dict)
+    folded: dict[CodeLine, float] = field(default_factory=dict)
     gpu: bool = False
 
     def ranked(self) -> list[tuple[CodeLine, LineTime]]:
@@ -249,13 +257,15 @@ def stack_profile(
         mine = [
             CodeLine(classifier.real(f.file), f.line, normalized_qualname(f.qualname), f.module)
             for f in frames
-            if not classifier.is_framework(f)
+            if not classifier.is_framework(f) and not is_synthetic(f.qualname)
         ]
         if mine:
             kept.append((mine, at, weight))
     helpers = _helpers(kept)
     for mine, at, weight in kept:
         while len(mine) > 1 and (mine[-1].file, mine[-1].qualname) in helpers:
+            helper = CodeLine(mine[-1].file, 0, mine[-1].qualname, mine[-1].module)
+            profile.folded[helper] = profile.folded.get(helper, 0.0) + weight
             mine = mine[:-1]
         profile.steady_us += weight
         leaf = mine[-1]
@@ -286,13 +296,21 @@ def stack_profile(
     return profile
 
 
+def is_synthetic(qualname: str) -> bool:
+    """Whether a code object is a lambda, a comprehension or a generator expression: code that
+    runs inside the statement calling or consuming it."""
+    return qualname.rsplit(".", 1)[-1] in _SYNTHETIC
+
+
 def _helpers(kept: list[tuple[list[CodeLine], float, float]]) -> set[tuple[str, str]]:
     """Functions called from more than one statement: helpers, whose time is credited to the
-    statement that called them (``spin(SLOW)``, not the loop inside ``spin``)."""
+    statement that called them (``spin(SLOW)``, not the loop inside ``spin``). A recursive call
+    (the function calling itself) is not another call site."""
     sites: dict[tuple[str, str], set[tuple[str, int]]] = defaultdict(set)
     for mine, _, _ in kept:
         for caller, callee in pairwise(mine):
-            sites[(callee.file, callee.qualname)].add((caller.file, caller.line))
+            if (caller.file, caller.qualname) != (callee.file, callee.qualname):
+                sites[(callee.file, callee.qualname)].add((caller.file, caller.line))
     return {function for function, callers in sites.items() if len(callers) > 1}
 
 
@@ -326,6 +344,7 @@ __all__ = [
     "LineTime",
     "StackProfile",
     "framework_dirs",
+    "is_synthetic",
     "normalized_qualname",
     "stack_profile",
 ]

@@ -325,6 +325,9 @@ class MarkerPlanner:
             if scope.kind != "module"
             else f"{source.label}:{start} {snippet}"
         )
+        # a name the planner makes is never a template: the braces of a dict or set
+        # comprehension in the snippet are literal (doubled, the rewriter shows them single)
+        name = name.replace("{", "{{").replace("}", "}}")
         marker: dict[str, Any] = {
             "in": scope.qualname,
             "lines": [start, end],
