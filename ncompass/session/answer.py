@@ -21,7 +21,8 @@ from typing import Any
 
 from ncompass.importer.registry import MarkerRecord
 from ncompass.session.history import IterationRecord
-from ncompass.session.sites import name_pattern
+from ncompass.session.paths import shown_path
+from ncompass.session.sites import name_pattern, site_of
 from ncompass.traces.link import NO_LINK, LinkedTrace, Marker, link_trace
 
 # the runner-up is a tie when this close to the winner (share of the winner's time) ...
@@ -165,7 +166,7 @@ class Answer:
             else f"lines {self.lines[0]}-{self.lines[1]}"
         )
         text = (
-            f"{self.statement} — {self.function}, {lines} of {self.file}: "
+            f"{self.statement} — {self.function}, {lines} of {shown_path(self.file)}: "
             f"{self.self_ms:.2f} ms {self.basis.upper()} ({100 * self.share:.0f}%), "
             f"{self.runs} run{'s' if self.runs != 1 else ''}, confidence {self.confidence}"
         )
@@ -296,8 +297,10 @@ def answer_from_markers(
             continue
         totals[slot] += own
         if marker.name not in site_of_name:
-            site_of_name[marker.name] = next(
-                (site for site, pattern in patterns if pattern.fullmatch(marker.name)), None
+            matching = [site for site, pattern in patterns if pattern.fullmatch(marker.name)]
+            same = [site for site in matching if site.get("name") == matching[0].get("name")]
+            site_of_name[marker.name] = (
+                site_of(same, str(same[0].get("name")), record) if same else None
             )
         site = site_of_name[marker.name]
         if site is None:

@@ -145,6 +145,9 @@ class StackProfile:
             CPU time spent in it and its callees.
         folded: Per helper function folded into the statements that call it (a ``CodeLine``
             whose line is 0), the time moved to its callers.
+        callees: Per calling line (file, line), the functions of your code sampled under it
+            (``CodeLine`` with line 0) and their time: what a call resolved only at run time
+            (a dispatch dict, ``functools.partial``) reached.
         gpu: Whether GPU time was credited.
     """
 
@@ -155,6 +158,7 @@ class StackProfile:
     windows: dict[CodeLine, list[float]] = field(default_factory=dict)
     functions: dict[CodeLine, float] = field(default_factory=dict)
     folded: dict[CodeLine, float] = field(default_factory=dict)
+    callees: dict[tuple[str, int], dict[CodeLine, float]] = field(default_factory=dict)
     gpu: bool = False
 
     def ranked(self) -> list[tuple[CodeLine, LineTime]]:
@@ -165,6 +169,10 @@ class StackProfile:
     def basis_us(self, time: LineTime) -> float:
         """The time a line is ranked by."""
         return time.gpu_us if self.gpu else time.self_us
+
+    def sampled_lines(self) -> dict[tuple[str, int], float]:
+        """Time per (real file, line), callees included: which lines ran."""
+        return {(line.file, line.line): time.total_us for line, time in self.lines.items()}
 
     @property
     def total_us(self) -> float:
@@ -262,6 +270,12 @@ def stack_profile(
         if mine:
             kept.append((mine, at, weight))
     helpers = _helpers(kept)
+    for mine, _, weight in kept:
+        for caller, callee in pairwise(mine):
+            if (caller.file, caller.qualname) != (callee.file, callee.qualname):
+                called = profile.callees.setdefault((caller.file, caller.line), {})
+                function = CodeLine(callee.file, 0, callee.qualname, callee.module)
+                called[function] = called.get(function, 0.0) + weight
     for mine, at, weight in kept:
         while len(mine) > 1 and (mine[-1].file, mine[-1].qualname) in helpers:
             helper = CodeLine(mine[-1].file, 0, mine[-1].qualname, mine[-1].module)

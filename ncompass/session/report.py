@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ncompass._format import format_duration
@@ -12,6 +11,8 @@ from ncompass.importer.registry import MarkerRecord
 from ncompass.runtime.names import trace_safe_name
 from ncompass.session.answer import Answer
 from ncompass.session.history import IterationRecord, MarkerChange, MarkerTime, history_changes
+from ncompass.session.paths import shown_path
+from ncompass.session.sites import site_of
 
 # a statement below this share of the self time is not worth naming as "the slowest"
 _MIN_STATEMENT_SHARE = 0.05
@@ -27,18 +28,8 @@ def _label(marker: str) -> str:
 
 
 def _site(record: IterationRecord, marker: str) -> MarkerRecord | None:
-    for site in record.manifest:
-        if trace_safe_name(str(site.get("name"))) == marker:
-            return site
-    return None
-
-
-def _shown_path(place: str) -> str:
-    """A file relative to the working folder when it is inside it (shorter to read)."""
-    try:
-        return str(Path(place).resolve().relative_to(Path.cwd()))
-    except (ValueError, OSError):
-        return place
+    sites = [site for site in record.manifest if trace_safe_name(str(site.get("name"))) == marker]
+    return site_of(sites, str(sites[0].get("name")), record) if sites else None
 
 
 def where(record: IterationRecord, marker: str) -> str:
@@ -49,7 +40,7 @@ def where(record: IterationRecord, marker: str) -> str:
         return "the whole run" if marker == FULL_TRACE_MARKER else "unknown source"
     start, end = site.get("start_line"), site.get("end_line")
     lines = f"line {start}" if start == end else f"lines {start}-{end}"
-    place = f"{lines} of {_shown_path(str(site.get('file') or site.get('module')))}"
+    place = f"{lines} of {shown_path(str(site.get('file') or site.get('module')))}"
     owner = f"{site.get('module')}:{site.get('qualname')}"
     return place if marker == owner else f"in {owner}, {place}"
 
@@ -117,7 +108,12 @@ def discovery_lines(record: IterationRecord, top: int = 3) -> list[str]:
         where_ = f"line {start}" if start == end else f"lines {start}-{end}"
         lines.append(
             f"  {100 * hot['share']:5.1f}%  {hot['ms']:>9.2f} ms  {hot['statement'][:60]} "
-            f"({hot['function']}, {where_} of {_shown_path(hot['file'])}, depth {hot['depth']})"
+            f"({hot['function']}, {where_} of {shown_path(hot['file'])}, depth {hot['depth']})"
+        )
+    for helper in found.get("folded", []):
+        lines.append(
+            f"  folded: {helper['function']} ({helper['ms']:.0f} ms) is called from "
+            f"{helper['callers']} statements: its time is credited to the statement calling it"
         )
     return lines
 
@@ -128,7 +124,7 @@ def answer_report(answer: Answer) -> str:
     for contender in answer.tied_with:
         lines.append(
             f"  tied with: {contender.statement} — {contender.function}, lines "
-            f"{contender.lines[0]}-{contender.lines[1]} of {_shown_path(contender.file)}, "
+            f"{contender.lines[0]}-{contender.lines[1]} of {shown_path(contender.file)}, "
             f"{contender.self_ms:.2f} ms ({100 * contender.share:.0f}%)"
         )
     for kind, work in (("op", answer.ops), ("kernel", answer.kernels)):
