@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ncompass._format import format_duration
@@ -72,19 +73,46 @@ def iteration_report(record: IterationRecord, top: int = 5) -> str:
     hottest = record.hottest(1)
     if hottest:
         lines.append(f"  hottest: {_hottest_text(record, hottest[0][0])}")
+    answer = Answer.from_dict(record.answer) if record.answer is not None else None
     statement = hottest_statement(record)
     if statement is not None and hottest and statement[0] != hottest[0][0]:
         name, time = statement
-        lines.append(
-            f"  slowest statement: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} self"
-        )
+        text = f"  slowest statement: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} self"
+        differs = _why_answer_differs(record, name, answer)
+        lines.append(text + (f"; the answer below differs: {differs}" if differs else ""))
     lines.extend(discovery_lines(record))
-    if record.answer is not None:
-        answer = Answer.from_dict(record.answer)
+    if answer is not None:
         lines.append(f"  answer ({answer.measured_by}): {answer.describe()}")
     if record.note:
         lines.append(f"  note: {record.note}")
     return "\n".join(lines)
+
+
+def _why_answer_differs(record: IterationRecord, marker: str, answer: Answer | None) -> str:
+    """Why the answer is not the statement marker with the most self time ("" when it is)."""
+    site = _site(record, marker)
+    if answer is None or site is None:
+        return ""
+    same_file = (
+        str(site.get("file") or "")
+        and Path(str(site.get("file"))).resolve() == Path(answer.file).resolve()
+    )
+    lines = (int(site.get("start_line", 0)), int(site.get("end_line", 0)))
+    if answer.compiled_from is not None:
+        return "it is inside the code torch.compile compiled, which markers do not see into"
+    if same_file and lines == tuple(answer.lines):
+        return ""
+    if answer.measured_by == "samples":
+        return (
+            "it is the stack sampler's estimate of where the time is, down to the line; this "
+            "line ranks the markers of this run by their own CPU time"
+        )
+    if answer.basis == "gpu":
+        return "it ranks statements by the GPU time they launched, this line by CPU time"
+    return (
+        "it ranks the steady state (the first repeated call is a warm-up, a call over three "
+        "times its statement's median counts as three medians), this line the whole run"
+    )
 
 
 def _hottest_text(record: IterationRecord, marker: str) -> str:
