@@ -193,7 +193,7 @@ class Answer:
             )
             text += (
                 f"; it calls compiled code whose generated kernels hold only "
-                f"{100 * self.compiled_kernels_share:.0f}% of its time, so the answer stays at "
+                f"{100 * self.compiled_kernels_share:.1f}% of its time, so the answer stays at "
                 "the call" + (f" (the rest is in extern kernels: {extern})" if extern else "")
             )
         if self.repeats > 1:

@@ -300,11 +300,14 @@ def stack_profile(
         heaviest = max(paths.items(), key=lambda item: item[1])
         profile.paths[leaf] = HotPath(list(heaviest[0]), sum(paths.values()))
     if steady_times:
-        first, last = steady_times[0], steady_times[-1]
-        span = (last - first) / 3 or 1.0
-        for at, leaf, weight in zip(steady_times, steady_leaves, steady_weights, strict=True):
-            third = min(2, int((at - first) / span))
+        # thirds of the steady-state time, not of the clock: compilation or imports set apart
+        # between two steady stretches must not leave a third nearly empty
+        third_us = profile.steady_us / 3 or 1.0
+        done = 0.0
+        for leaf, weight in zip(steady_leaves, steady_weights, strict=True):
+            third = min(2, int((done + weight / 2) / third_us))
             profile.windows.setdefault(leaf, [0.0, 0.0, 0.0])[third] += weight
+            done += weight
     if gpu_launches_us and steady_times:
         _credit_gpu(profile, steady_times, steady_leaves, gpu_launches_us)
     return profile

@@ -118,8 +118,10 @@ def into_compiled_code(
         return answer
     if compiled_us < _COMPILED_SHARE * answer.self_ms * 1000:
         # the session stops at the call: say why, and where the rest of the time is
-        answer.compiled_kernels_share = min(1.0, compiled_us / (answer.self_ms * 1000 or 1.0))
-        answer.extern_kernels = extern_kernel_times(trace_path, answer.self_ms * 1000)
+        extern, region_us = extern_kernel_times(trace_path)
+        whole = region_us or answer.self_ms * 1000 or 1.0
+        answer.compiled_kernels_share = min(1.0, compiled_us / whole)
+        answer.extern_kernels = extern
         return answer
     placed = [(kernel, _place(planner, kernel)) for kernel in kernels]
     found = [(kernel, place) for kernel, place in placed if place is not None]
@@ -153,10 +155,10 @@ def into_compiled_code(
     return answer
 
 
-def extern_kernel_times(trace_path: str | Path, whole_us: float) -> list[WorkTime]:
+def extern_kernel_times(trace_path: str | Path) -> tuple[list[WorkTime], float]:
     """The ops compiled code called instead of generating a kernel (Inductor's *extern
-    kernels*: ``mm``, ``addmm``, ``convolution``...), inside the compiled regions of the trace,
-    with their share of ``whole_us``; GPU kernels are not told apart here, CPU ops are."""
+    kernels*: ``mm``, ``addmm``, ``convolution``...) inside the compiled regions of the trace,
+    with their share of those regions' time; and that time (µs)."""
     regions: dict[Any, list[tuple[float, float]]] = {}
     ops: list[tuple[Any, float, float, str]] = []
     try:
@@ -172,16 +174,21 @@ def extern_kernel_times(trace_path: str | Path, whole_us: float) -> list[WorkTim
             elif event.get("cat") == "cpu_op" and name in _EXTERN_OPS:
                 ops.append((thread, start, duration, name))
     except TraceError:
-        return []
+        return [], 0.0
     found: dict[str, list[float]] = {}
-    for thread, start, duration, name in ops:
+    covered_until: dict[Any, float] = {}
+    for thread, start, duration, name in sorted(ops, key=lambda op: op[1]):
+        if start < covered_until.get(thread, float("-inf")):
+            continue  # inside an extern op already counted (addmm calling mm)
         if any(a <= start < b for a, b in regions.get(thread, [])):
             found.setdefault(name, []).append(duration)
+            covered_until[thread] = start + duration
+    whole = sum(b - a for spans in regions.values() for a, b in spans)
     ranked = sorted(found.items(), key=lambda item: -sum(item[1]))[:_TOP_KERNELS]
     return [
-        WorkTime(name, sum(times) / 1000, len(times), sum(times) / whole_us if whole_us else 0.0)
+        WorkTime(name, sum(times) / 1000, len(times), min(1.0, sum(times) / whole) if whole else 0)
         for name, times in ranked
-    ]
+    ], whole
 
 
 def _origin_lines(stacks: list[Any], framework: tuple[str, ...]) -> list[tuple[str, int]]:

@@ -204,3 +204,124 @@ def program(shape: str) -> str:
 def hot_line(source: str) -> int:
     """The line marked ``# HOT``."""
     return next(n for n, line in enumerate(source.splitlines(), 1) if "# HOT" in line)
+
+
+# The same shapes planted in a copy of a real transformers modeling file: the statements that go
+# into the function (at its indentation) and the module-level code they call (appended to the
+# copy). The statement holding the time is marked ``# planted``.
+_MM = "(torch.ones(500, 500) @ torch.ones(500, 500)).sum()"
+_SMALL_MM = "(torch.ones(250, 250) @ torch.ones(250, 250)).sum()"
+PLANTED_SHAPES: dict[str, tuple[list[str], str]] = {
+    "list comprehension": ([f"planted = [{_SMALL_MM} for _ in range(8)]  # planted"], ""),
+    "generator expression": ([f"planted = sum({_SMALL_MM} for _ in range(8))  # planted"], ""),
+    "dict comprehension": ([f"planted = {{i: {_SMALL_MM} for i in range(8)}}  # planted"], ""),
+    "set comprehension": (
+        [f"planted = {{float({_SMALL_MM}) + i for i in range(8)}}  # planted"],
+        "",
+    ),
+    "lambda": (
+        ["planted = _PLANTED_MM()  # planted"],
+        f"_PLANTED_MM = lambda: {_MM}  # noqa: E731\n",
+    ),
+    "nested function": (
+        [
+            "def _planted_inner():",
+            f"    return {_MM}  # planted",
+            "planted = _planted_inner()",
+        ],
+        "",
+    ),
+    "functools.partial": (
+        ["planted = _PLANTED_PARTIAL()"],
+        "import functools\n\n\ndef _planted_work(n):\n"
+        "    return (torch.ones(n, n) @ torch.ones(n, n)).sum()  # planted\n\n\n"
+        "_PLANTED_PARTIAL = functools.partial(_planted_work, 500)\n",
+    ),
+    "decorator with functools.wraps": (
+        ["planted = _planted_work(500) + _planted_light(1)"],
+        "import functools\n\n\ndef _planted_logged(function):\n"
+        "    @functools.wraps(function)\n    def wrapper(*args, **kwargs):\n"
+        "        return function(*args, **kwargs)\n\n    return wrapper\n\n\n"
+        "@_planted_logged\ndef _planted_work(n):\n"
+        "    return (torch.ones(n, n) @ torch.ones(n, n)).sum()  # planted\n\n\n"
+        "@_planted_logged\ndef _planted_light(n):\n    return n + 1\n",
+    ),
+    "generator consumed by the caller": (
+        ["planted = sum(float(p) for p in _planted_products(8))"],
+        "def _planted_products(count):\n    for _ in range(count):\n"
+        f"        yield {_SMALL_MM}  # planted\n",
+    ),
+    "recursion": (
+        ["planted = _planted_walk(4)"],
+        "def _planted_walk(depth):\n    if depth == 0:\n"
+        f"        return {_MM}  # planted\n    return _planted_walk(depth - 1)\n",
+    ),
+    "dispatch dict": (
+        ['planted_interface = _PLANTED_FUNCTIONS["eager"]', "planted = planted_interface(500)"],
+        "def _planted_eager(n):\n"
+        "    return (torch.ones(n, n) @ torch.ones(n, n)).sum()  # planted\n\n\n"
+        "def _planted_cheap(n):\n    return n\n\n\n"
+        '_PLANTED_FUNCTIONS = {"eager": _planted_eager, "cheap": _planted_cheap}\n',
+    ),
+}
+
+# A call marker placed at two sites of one function, one of which never runs.
+TWO_SITES = """import torch
+
+torch.set_num_threads(1)
+W = torch.randn(300, 300)
+
+
+def project(x):
+    for _ in range(4):
+        x = x @ W
+    return x
+
+
+def forward(x, cross=None):
+    if cross is not None:
+        k = project(cross)
+    else:
+        k = project(x)  # HOT
+    return k.sum()
+
+
+x = torch.randn(300, 300)
+for _ in range(20):
+    forward(x)
+"""
+TWO_SITES_SPEC = """version: 1
+targets:
+  - file: prog.py
+    calls:
+      - in: forward
+        call: project
+        name: proj
+"""
+
+# A compiled model whose time is in Inductor's extern GEMMs (mm, addmm), not its own kernels.
+COMPILED_MODEL = """import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(512, 2048)
+        self.b = nn.Linear(2048, 512)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.a(x))
+        return self.b(h)
+"""
+COMPILED_RUN = """import torch
+from model import Net
+
+torch.set_num_threads(1)
+compiled = torch.compile(Net().eval(), fullgraph=True)
+x = torch.randn(256, 512)
+with torch.no_grad():
+    for _ in range(15):
+        y = compiled(x)  # HOT
+print("ok", float(y.sum()))
+"""
