@@ -269,24 +269,18 @@ PLANTED_SHAPES: dict[str, tuple[list[str], str]] = {
 TWO_SITES = """import torch
 
 torch.set_num_threads(1)
-W = torch.randn(300, 300)
-
-
-def project(x):
-    for _ in range(4):
-        x = x @ W
-    return x
+W = torch.randn(500, 500)
 
 
 def forward(x, cross=None):
     if cross is not None:
-        k = project(cross)
+        k = torch.mm(cross, W)
     else:
-        k = project(x)  # HOT
+        k = torch.mm(x, W)  # HOT
     return k.sum()
 
 
-x = torch.randn(300, 300)
+x = torch.randn(500, 500)
 for _ in range(20):
     forward(x)
 """
@@ -295,7 +289,7 @@ targets:
   - file: prog.py
     calls:
       - in: forward
-        call: project
+        call: torch.mm
         name: proj
 """
 
