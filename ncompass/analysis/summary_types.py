@@ -13,6 +13,7 @@ from typing import Any, Literal
 # typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass.analysis.ranks_types import RunReport
 from ncompass.traces.unrecorded_markers import UnrecordedMarkers
 
 
@@ -223,6 +224,7 @@ class StructuredSummary(TypedDict):
     timeline: NotRequired[Timeline]
     narrative: NotRequired[Narrative]
     compiled_code: NotRequired[CompiledRegionRow]
+    run: NotRequired[RunReport]  # a run's merged trace of several processes
 
 
 class Summary(TypedDict):

@@ -35,12 +35,16 @@ class RunOptions:
         profiler: ``torch``, ``nvtx``, ``nvtx-trace`` (the NVTX recorder, in a child process)
             or ``none``.
         output_dir: Trace folder (default ``$NCOMPASS_TRACE_DIR`` or ``traces``).
-        trace_name: Trace file name without ``.json`` (default: ``<script>-<time>``); an
-            existing file of that name is replaced.
+        trace_name: Trace file name without ``.json`` (default: ``<script>-<time>``, which
+            gets ``-1``, ``-2``, ... when taken); an existing file of that name is refused
+            (:class:`~ncompass.capture.trace_files.TraceExistsError`) unless ``force_overwrite``.
+        force_overwrite: Replace an existing trace of ``trace_name`` (and its sidecar).
         record_shapes / profile_memory / with_stack: torch profiler options.
         nsys: Run under ``nsys profile`` (in a child process) and convert its report;
             ``profiler`` is then ignored: markers are NVTX ranges.
         nsys_args: More options for ``nsys profile``.
+        follow: The Python processes the script starts get the run's specs and profiler, and
+            their traces are merged into the run's (``--no-follow``: only this process).
         reexecuted: Internal: set in the child that ``nsys``/``nvtx-trace`` runs re-execute.
     """
 
@@ -51,6 +55,7 @@ class RunOptions:
     profiler: str = "torch"
     output_dir: str | Path | None = None
     trace_name: str | None = None
+    force_overwrite: bool = False
     record_shapes: bool = False
     profile_memory: bool = False
     with_stack: bool = False
@@ -58,6 +63,7 @@ class RunOptions:
     gpu_monitor: GpuMonitorOptions | None = None
     nsys: bool = False
     nsys_args: Sequence[str] = ()
+    follow: bool = True
     reexecuted: bool = False
 
 
@@ -75,6 +81,8 @@ class RunResult:
     unplaced: list[TargetSpec] = field(default_factory=list)
     # the program ran a torch profiler of its own: ncompass's stepped aside and wrote no trace
     code_profiler: bool = False
+
+    warnings: list[str] = field(default_factory=list)  # e.g. a followed process left no trace
 
 
 def load_specs(

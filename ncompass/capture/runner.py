@@ -8,6 +8,7 @@ uses to map hot markers back to source.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -27,13 +28,16 @@ from ncompass.capture.child_run import (
     write_child_report,
 )
 from ncompass.capture.compiled_kernels import provenance_note
+from ncompass.capture.follow.tree import FollowedRun, FollowOutcome
 from ncompass.capture.gpu_timeline import GpuTimeline, finish, start_monitor
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs
 from ncompass.capture.sidecar import CompiledKernelsRecord, Sidecar
+from ncompass.capture.termination import program_running
 from ncompass.capture.trace_files import (
     claim_trace_path,
+    release_claim,
     safe_name,
     sidecar_path,
     timestamped_name,
@@ -44,7 +48,6 @@ from ncompass.gpu import GpuMonitor
 from ncompass.importer.hook import disable_rewrites, enable_rewrites
 from ncompass.importer.registry import REGISTRY, MarkerRecord
 from ncompass.importer.script import (
-    ScriptNotFoundError,
     ScriptOutcome,
     check_script,
     run_module,
@@ -90,40 +93,50 @@ def run(options: RunOptions) -> RunResult:
         record_torch_markers_with_nvtx(config)
     if options.full_trace:
         config = config.model_copy(update={"full_trace_mode": True})
-    if trace_path is None and options.profiler == "torch":
-        trace_path = claim_trace_path(folder, name)
-    profiler = make_profiler(
-        options.profiler,
-        trace_path or Path(os.devnull),
-        record_shapes=options.record_shapes,
-        profile_memory=options.profile_memory,
-        with_stack=options.with_stack,
-    )
     started = time.time()
     clock = time.perf_counter()
     outcome = ScriptOutcome(1)
     monitor: GpuMonitor | None = None
     gpu: GpuTimeline | None = None
     profiled_run: ProfiledRun | None = None
+    followed: FollowedRun | None = None
 
     def start_monitor_after_profiler() -> None:  # the profiler's start is slow: not timed
         nonlocal monitor
+        if followed is not None:
+            followed.profiler_started(profiler)
         if options.gpu_monitor is not None:
             monitor = start_monitor(options.gpu_monitor)
 
     forget_captured_markers()
-    enable_rewrites(config)
-    try:
+    try:  # the trace is claimed inside the clean-up: a run that fails leaves nothing behind
+        if options.profiler == "torch":
+            exact, replace = bool(options.trace_name), options.force_overwrite
+            trace_path = claim_trace_path(folder, name, exact=exact, replace=replace)
+        profiler = make_profiler(
+            options.profiler,
+            trace_path or Path(os.devnull),
+            record_shapes=options.record_shapes,
+            profile_memory=options.profile_memory,
+            with_stack=options.with_stack,
+        )
+        enable_rewrites(config)
+        if options.follow:
+            followed = FollowedRun.begin(config, options, trace_path)
         try:
-            with profiled(
-                profiler,
-                config,
-                folder,
-                runner=True,
-                on_start=start_monitor_after_profiler,
-                # the program's own torch profiler takes Kineto's one session: ours steps aside
-                yield_to_code_profiler=isinstance(profiler, TorchProfiler),
-            ) as profiled_run:
+            with (
+                followed.scope() if followed is not None else contextlib.nullcontext(),
+                profiled(
+                    profiler,
+                    config,
+                    folder,
+                    runner=True,
+                    on_start=start_monitor_after_profiler,
+                    # the program's own torch profiler takes Kineto's one session: ours steps
+                    # aside
+                    yield_to_code_profiler=isinstance(profiler, TorchProfiler),
+                ) as profiled_run,
+            ):
                 outcome = _run_entry(options)
         finally:
             if monitor is not None:
@@ -133,37 +146,43 @@ def run(options: RunOptions) -> RunResult:
         ]
     except BaseException as error:
         written = profiled_run.written if profiled_run is not None else None
-        if isinstance(error, ScriptNotFoundError) and written is not None:
-            written.unlink(missing_ok=True)  # `-m` typo: the trace holds nothing
-        elif trace_path is not None and written is None and _is_empty(trace_path):
-            trace_path.unlink()
+        if isinstance(error, NcompassError) and written is not None:
+            written.unlink(missing_ok=True)  # a spec error, a `-m` typo: the run failed
+        elif trace_path is not None and written is None:
+            release_claim(trace_path)
         raise
     finally:
         disable_rewrites()
     written, markers = profiled_run.written, profiled_run.markers
-    if profiled_run.yielded and trace_path is not None and _is_empty(trace_path):
-        trace_path.unlink()  # claimed for a trace that was never written
+    if profiled_run.yielded and trace_path is not None:
+        release_claim(trace_path)  # claimed for a trace that was never written
+    processes = None
+    if followed is not None:
+        processes = followed.finish(written, markers, outcome.exit_code)
+        markers, unplaced = processes.markers, processes.still_unplaced(unplaced)
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
         kernels = _compiled_kernels(profiler, markers)
         sidecar = _write_sidecar(
-            written, options, config, markers, outcome, started, duration, gpu, kernels
+            written, options, config, markers, outcome, started, duration, gpu, kernels, processes
         )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
+    warnings = processes.warnings if processes is not None else []
     return RunResult(
         outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced,
-        code_profiler=profiled_run.yielded,
+        code_profiler=profiled_run.yielded, warnings=warnings,
     )  # fmt: skip
 
 
 def _run_entry(options: RunOptions) -> ScriptOutcome:
     """Run the script or module of ``options`` as ``__main__``."""
-    if options.script is not None:
-        return run_script(options.script, list(options.args))
-    assert options.module is not None
-    return run_module(options.module, list(options.args))
+    with program_running():  # SIGTERM and Ctrl-C stop the program, not the trace's writing
+        if options.script is not None:
+            return run_script(options.script, list(options.args))
+        assert options.module is not None
+        return run_module(options.module, list(options.args))
 
 
 def report_to_parent(options: RunOptions, report_file: Path) -> int:
@@ -178,13 +197,6 @@ def report_to_parent(options: RunOptions, report_file: Path) -> int:
         return USER_ERROR_EXIT_CODE
     write_child_report(report_file, result)
     return result.exit_code
-
-
-def _is_empty(path: Path) -> bool:
-    try:
-        return path.stat().st_size == 0
-    except OSError:
-        return False
 
 
 def _compiled_kernels(
@@ -211,6 +223,7 @@ def _write_sidecar(
     duration: float,
     gpu: GpuTimeline | None,
     compiled_kernels: CompiledKernelsRecord | None,
+    processes: FollowOutcome | None = None,
 ) -> Path:
     path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
@@ -233,6 +246,8 @@ def _write_sidecar(
             "low_utilisation": gpu.low_utilisation,
             "counter_events": gpu.counter_events,
         }
+    if processes is not None and len(processes.processes) > 1:
+        document["processes"] = processes.processes
     captured = graph_captured_markers()
     if captured:  # they recorded nothing: their code replays as a CUDA graph (docs/compile.md)
         document["cuda_graph_markers"] = captured

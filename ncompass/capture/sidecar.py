@@ -76,6 +76,7 @@ class Sidecar(TypedDict):
     gpu: NotRequired[GpuRecord]
     nsys: NotRequired[NsysRecord]
     cuda_graph_markers: NotRequired[list[str]]
+    processes: NotRequired[list[dict[str, Any]]]  # every process of a followed run, its own first
 
 
 def read_sidecar(trace_path: Path) -> Sidecar | None:

@@ -57,7 +57,14 @@ if TYPE_CHECKING:
     help="Trace folder [default: $NCOMPASS_TRACE_DIR or ./traces].",
 )
 @click.option(
-    "--trace-name", default=None, help="Trace file name without .json [default: SCRIPT-TIME]."
+    "--trace-name",
+    default=None,
+    help="Trace file name without .json [default: SCRIPT-TIME]; refused if it exists.",
+)
+@click.option(
+    "--force-overwrite",
+    is_flag=True,
+    help="Replace the trace (and sidecar) of --trace-name if it exists.",
 )
 @click.option("--record-shapes", is_flag=True, help="Record tensor shapes (torch profiler).")
 @click.option("--profile-memory", is_flag=True, help="Record allocations (torch profiler).")
@@ -76,6 +83,11 @@ if TYPE_CHECKING:
     default="auto",
     show_default=True,
 )
+@click.option(
+    "--no-follow",
+    is_flag=True,
+    help="Profile only this process: the Python processes the script starts run untouched.",
+)
 @click.option("-m", "module", default=None, metavar="MODULE", help="Run a module, like python -m.")
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def run_command(
@@ -86,6 +98,7 @@ def run_command(
     child_report: Path | None,
     output_dir: Path | None,
     trace_name: str | None,
+    force_overwrite: bool,
     record_shapes: bool,
     profile_memory: bool,
     with_stack: bool,
@@ -94,17 +107,22 @@ def run_command(
     gpu_device: str,
     gpu_interval: float,
     gpu_backend: str,
+    no_follow: bool,
     module: str | None,
     arguments: tuple[str, ...],
 ) -> None:
     """Run SCRIPT (or -m MODULE) with ARGS under the specs' rewrites and a profiler.
 
-    The exit code is the script's. Example:
+    The exit code is the script's; 143 after a SIGTERM, which stops the script as Ctrl-C
+    does (the trace is still written). Example:
 
         ncompass run --config configs/attn.yaml examples/tiny_transformer.py --steps 3
     """
+    from ncompass.capture import termination
     from ncompass.capture.gpu_timeline import GpuMonitorOptions
     from ncompass.capture.runner import RunOptions, run
+
+    termination.stop_on_signals()  # SIGTERM stops the script as Ctrl-C does: the trace is written
 
     if nsys and profiler not in (None, "nvtx"):
         raise click.UsageError(
@@ -127,6 +145,7 @@ def run_command(
         profiler=profiler or "torch",
         output_dir=output_dir,
         trace_name=trace_name,
+        force_overwrite=force_overwrite,
         record_shapes=record_shapes,
         profile_memory=profile_memory,
         with_stack=with_stack,
@@ -137,11 +156,12 @@ def run_command(
         nsys=nsys,
         nsys_args=_split(nsys_args),
         reexecuted=child_report is not None,
+        follow=not no_follow,
     )
     if child_report is not None:  # the run --nsys / nvtx-trace started: report back to it
         from ncompass.capture.runner import report_to_parent
 
-        raise SystemExit(report_to_parent(options, child_report))
+        raise SystemExit(termination.exit_code(report_to_parent(options, child_report)))
     result = run(options)
     sys.stdout.flush()
     if result.gpu is not None:
@@ -160,6 +180,9 @@ def run_command(
             "run it without its profiler",
             err=True,
         )
+
+    for warning in result.warnings:
+        click.echo(f"ncompass: warning: {warning}", err=True)
     if result.trace_path is not None:
         _warn_unrecorded_markers(result.markers, options.profiler, nsys)
         markers = len(result.markers)
@@ -169,7 +192,7 @@ def run_command(
             f"see `ncompass summarize {result.trace_path}`",
             err=True,
         )
-    raise SystemExit(result.exit_code)
+    raise SystemExit(termination.exit_code(result.exit_code))
 
 
 def _warn_unrecorded_markers(markers: list[MarkerRecord], profiler: str, nsys: bool) -> None:

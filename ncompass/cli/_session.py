@@ -129,7 +129,14 @@ def session_run_command(
         _echo_proposal(session.last_proposal, echo)
     if session.pending is not None:  # from --feedback, or `ncompass session feedback` before
         session.apply_targeted_markers()
+    session.check_script(script)
     for step in range(iterations):
+        kind = session.next_run_kind(False if one_level else None)
+        count = session.marker_count()
+        click.echo(
+            f"run {step + 1}/{iterations}: {kind}, {count} marker{'s' if count != 1 else ''}",
+            err=as_json,
+        )
         session.run_script(script, list(arguments), discovery=False if one_level else None)
         record = session.iterations[-1]
         echo(iteration_report(record, top))
@@ -224,7 +231,7 @@ def session_history_command(name: str, output_dir: Path, as_json: bool) -> None:
     from ncompass.session.report import history_json, history_report
     from ncompass.session.session import ProfilingSession
 
-    session = ProfilingSession(str(output_dir), session_name=name)
+    session = ProfilingSession(str(output_dir), session_name=name, read_only=True)
     if as_json:
         click.echo(json.dumps(history_json(session.iterations), indent=2))
     else:
@@ -240,7 +247,7 @@ def session_show_command(name: str, output_dir: Path, iteration: int | None) -> 
     from ncompass.session.session import ProfilingSession
     from ncompass.session.store import SessionError
 
-    session = ProfilingSession(str(output_dir), session_name=name)
+    session = ProfilingSession(str(output_dir), session_name=name, read_only=True)
     records = [r for r in session.iterations if iteration is None or r.iteration == iteration]
     if not records and iteration is None:
         raise SessionError(
