@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -55,6 +56,11 @@ from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.runtime.cuda_graphs import forget_captured_markers, graph_captured_markers
 from ncompass.spec.models import RewriteConfig
 
+if TYPE_CHECKING:
+    from ncompass.capture.backends.base import ProfilerBackend
+    from ncompass.capture.recording_windows import RecordedSpan, RecordingWindows
+    from ncompass.capture.triggers import WindowRecord
+
 RUNNER_ENV = environment_variables.NCOMPASS_RUNNER
 
 
@@ -90,15 +96,10 @@ def run(options: RunOptions) -> RunResult:
         record_torch_markers_with_nvtx(config)
     if options.full_trace:
         config = config.model_copy(update={"full_trace_mode": True})
-    if trace_path is None and options.profiler == "torch":
+    windows = _recording_windows(options, config, folder, name)
+    if trace_path is None and options.profiler == "torch" and windows is None:
         trace_path = claim_trace_path(folder, name)
-    profiler = make_profiler(
-        options.profiler,
-        trace_path or Path(os.devnull),
-        record_shapes=options.record_shapes,
-        profile_memory=options.profile_memory,
-        with_stack=options.with_stack,
-    )
+    profiler = _make_profiler(options, trace_path or Path(os.devnull))
     started = time.time()
     clock = time.perf_counter()
     outcome = ScriptOutcome(1)
@@ -116,7 +117,12 @@ def run(options: RunOptions) -> RunResult:
     try:
         try:
             with profiled(
-                profiler, config, folder, runner=True, on_start=start_monitor_after_profiler
+                profiler,
+                config,
+                folder,
+                runner=True,
+                on_start=start_monitor_after_profiler,
+                windows=windows,
             ) as profiled_run:
                 outcome = _run_entry(options)
         finally:
@@ -144,7 +150,62 @@ def run(options: RunOptions) -> RunResult:
         )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
-    return RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced)
+    result = RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced)
+    if windows is not None:  # the sidecars written as each span ended now get the exit code
+        for span in windows.spans:
+            _write_window_sidecar(span, options, config, outcome)
+        result.window_traces = [span.trace for span in windows.spans]
+        result.window_warning = windows.warning
+    return result
+
+
+def _make_profiler(options: RunOptions, trace_path: Path) -> ProfilerBackend:
+    return make_profiler(
+        options.profiler,
+        trace_path,
+        record_shapes=options.record_shapes,
+        profile_memory=options.profile_memory,
+        with_stack=options.with_stack,
+    )
+
+
+def _recording_windows(
+    options: RunOptions, config: RewriteConfig, folder: Path, name: str
+) -> RecordingWindows | None:
+    """The run's recording windows (None: the profiler records the whole run)."""
+    if options.recording_windows is None:
+        return None
+    from ncompass.capture.recording_windows import windows_for_run
+
+    return windows_for_run(
+        options.recording_windows,
+        options.profiler,
+        config,
+        folder,
+        name,
+        lambda trace: _make_profiler(options, trace),
+        lambda span: _write_window_sidecar(span, options, config, None),
+    )
+
+
+def _write_window_sidecar(
+    span: RecordedSpan, options: RunOptions, config: RewriteConfig, outcome: ScriptOutcome | None
+) -> None:
+    """A span's sidecar: written when it ends (no exit code yet), again when the run ends."""
+    markers = REGISTRY.manifest()
+    kernels = _compiled_kernels(span.backend, markers)
+    _write_sidecar(
+        span.trace,
+        options,
+        config,
+        markers,
+        outcome,
+        span.started_unix_s,
+        span.duration_s,
+        None,
+        kernels,
+        window=span.window,
+    )
 
 
 def _run_entry(options: RunOptions) -> ScriptOutcome:
@@ -195,11 +256,13 @@ def _write_sidecar(
     options: RunOptions,
     config: RewriteConfig,
     markers: list[MarkerRecord],
-    outcome: ScriptOutcome,
+    outcome: ScriptOutcome | None,
     started: float,
     duration: float,
     gpu: GpuTimeline | None,
     compiled_kernels: CompiledKernelsRecord | None,
+    *,
+    window: WindowRecord | None = None,
 ) -> Path:
     path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
@@ -208,12 +271,14 @@ def _write_sidecar(
         "command": [*command, *options.args],
         "python": sys.executable,
         "profiler": options.profiler,
-        "exit_code": outcome.exit_code,
+        "exit_code": outcome.exit_code if outcome is not None else None,
         "started_unix_s": started,
         "duration_s": duration,
         "spec": config.to_dict(),
         "markers": markers,
     }
+    if window is not None:
+        document["window"] = window
     if compiled_kernels is not None:
         document["compiled_kernels"] = compiled_kernels
     if gpu is not None:

@@ -10,6 +10,7 @@ import click
 
 from ncompass.capture.backends.base import PROFILERS
 from ncompass.capture.child_run import CHILD_REPORT_OPTION
+from ncompass.cli._recording_windows import recording_window_options, recording_windows
 from ncompass.gpu import DeviceSpec
 
 
@@ -72,6 +73,7 @@ from ncompass.gpu import DeviceSpec
     default="auto",
     show_default=True,
 )
+@recording_window_options
 @click.option("-m", "module", default=None, metavar="MODULE", help="Run a module, like python -m.")
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def run_command(
@@ -90,6 +92,12 @@ def run_command(
     gpu_device: str,
     gpu_interval: float,
     gpu_backend: str,
+    window: str | None,
+    repeat: int,
+    every: int | None,
+    delay: float | None,
+    duration: float | None,
+    on_demand: bool,
     module: str | None,
     arguments: tuple[str, ...],
 ) -> None:
@@ -109,6 +117,9 @@ def run_command(
         )
     if nsys_args and not nsys:
         raise click.UsageError("--nsys-args needs --nsys")
+    windows = recording_windows(
+        profiler or "torch", window, repeat, every, delay, duration, on_demand
+    )
     args = list(arguments)
     script: str | None = None
     if module is None:
@@ -133,6 +144,7 @@ def run_command(
         nsys=nsys,
         nsys_args=_split(nsys_args),
         reexecuted=child_report is not None,
+        recording_windows=windows,
     )
     if child_report is not None:  # the run --nsys / nvtx-trace started: report back to it
         from ncompass.capture.runner import report_to_parent
@@ -149,6 +161,10 @@ def run_command(
             "has no markers; check the module name or file path",
             err=True,
         )
+    if result.window_warning is not None:
+        click.echo(result.window_warning, err=True)
+    for trace in result.window_traces:
+        click.echo(f"ncompass: window trace written to {trace}", err=True)
     if result.trace_path is not None:
         markers = len(result.markers)
         click.echo(

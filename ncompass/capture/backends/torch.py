@@ -97,18 +97,49 @@ class TorchProfiler:
         with self._lock:
             if TorchProfiler._active is not None or torch._C._autograd._profiler_enabled():
                 raise CaptureError("a torch profiler is already recording in this process")
-            activities = [ProfilerActivity.CPU]
-            if torch.cuda.is_available():
-                activities.append(ProfilerActivity.CUDA)
-            self._profile = profile(
-                activities=activities,
-                record_shapes=self.record_shapes,
-                profile_memory=self.profile_memory,
-                with_stack=self.with_stack,
-            )
-            self._profile.__enter__()
+            if self._profile is not None:  # prepared: recording begins now, warm-up is done
+                self._profile._start_trace()
+            else:
+                activities = [ProfilerActivity.CPU]
+                if torch.cuda.is_available():
+                    activities.append(ProfilerActivity.CUDA)
+                self._profile = profile(
+                    activities=activities,
+                    record_shapes=self.record_shapes,
+                    profile_memory=self.profile_memory,
+                    with_stack=self.with_stack,
+                )
+                self._profile.__enter__()
             TorchProfiler._active = self
         self._kernel_origins = start_recording()
+
+    def prepare(self) -> None:
+        """Start the profiler up without recording; :meth:`start` then only begins recording.
+
+        A recording window prepares before it opens, so the window's first call is measured
+        like the others. This uses Kineto through ``torch.autograd.profiler.profile``:
+        ``torch.profiler.profile`` starts by asking ``hasattr(torch, "_inductor")``, which
+        imports Inductor, Dynamo, sympy and Triton (about 170 MB and a second or more) in a
+        program that may never compile anything.
+
+        Raises:
+            CaptureError: torch is not installed.
+        """
+        try:
+            import torch
+            from torch.autograd.profiler import profile
+        except ImportError:
+            raise CaptureError(
+                "--profiler torch needs PyTorch: pip install torch (or use --profiler nvtx/none)"
+            ) from None
+        self._profile = profile(
+            use_kineto=True,
+            use_device="cuda" if torch.cuda.is_available() else None,
+            record_shapes=self.record_shapes,
+            profile_memory=self.profile_memory,
+            with_stack=self.with_stack,
+        )
+        self._profile._prepare_trace()
 
     def add_window(self, title: str, output_path: Path) -> str:
         """Register a window; returns the unique range name to record around it."""

@@ -1,0 +1,250 @@
+"""A run's recording windows: one profiler, one trace and one sidecar per span.
+
+:func:`~ncompass.capture.lifecycle.profiled` hands the run to a :class:`RecordingWindows`
+instead of starting its profiler: a trigger (:mod:`ncompass.capture.triggers`) opens and closes
+spans, and each span gets a fresh backend from ``make_profiler``, a trace claimed as
+``<trace>-w1``, ``<trace>-w2``, ... and, through ``on_written``, its sidecar. Outside a span no
+profiler records, so nothing is buffered however long the run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ncompass.capture.trace_files import claim_trace_path
+from ncompass.capture.triggers import RecordingWindowOptions, Trigger, WindowRecord
+from ncompass.errors import CaptureError
+
+if TYPE_CHECKING:
+    from ncompass.capture.backends.base import ProfilerBackend
+    from ncompass.spec.models import RewriteConfig
+
+
+@dataclass
+class RecordedSpan:
+    """One span whose trace is written.
+
+    Attributes:
+        window: What opened it (the sidecar's ``window``).
+        trace: The trace file.
+        backend: The profiler that recorded it.
+        started_unix_s / duration_s: When it opened, and for how long it recorded.
+    """
+
+    window: WindowRecord
+    trace: Path
+    backend: ProfilerBackend
+    started_unix_s: float
+    duration_s: float
+
+
+@dataclass
+class _OpenSpan:
+    window: WindowRecord
+    trace: Path
+    backend: ProfilerBackend
+    started_unix_s: float
+    clock: float
+
+
+class RecordingWindows:
+    """The spans of one run, opened and closed by one trigger.
+
+    Args:
+        trigger: What opens and closes spans.
+        make_backend: A fresh profiler writing to the given trace path.
+        folder / name: Where traces go and the run's trace name (spans add ``-wN``).
+        on_written: Called with each span once its trace is written (writes its sidecar).
+    """
+
+    def __init__(
+        self,
+        trigger: Trigger,
+        make_backend: Callable[[Path], ProfilerBackend],
+        folder: Path,
+        name: str,
+        on_written: Callable[[RecordedSpan], object] | None = None,
+    ) -> None:
+        self.trigger = trigger
+        self.spans: list[RecordedSpan] = []
+        self.warning: str | None = None
+        self._make_backend = make_backend
+        self._folder = folder
+        self._name = name
+        self._on_written = on_written
+        self._lock = threading.RLock()
+        self._prepared: tuple[ProfilerBackend, Path] | None = None
+        self._open: _OpenSpan | None = None
+        self._prepare_after_close = False
+        self._ended = False
+
+    def begin(self) -> None:
+        """Hand the run to the trigger (before the profiled code runs)."""
+        self.trigger.install(self)
+
+    def end(self) -> None:
+        """Close the open span (writing its trace) and stop the trigger; however the run ended.
+
+        The span is closed first, so Ctrl-C or the program's end inside a window still writes
+        that window's trace. :attr:`warning` says when no window opened.
+        """
+        with self._lock:
+            self._ended = True
+            try:
+                self._close()
+            finally:
+                self._discard_prepared()
+        self.warning = self.trigger.uninstall()
+
+    def prepare(self) -> None:
+        """Start the next span's profiler up, so its start-up is not in the window."""
+        with self._lock:
+            if self._ended or self._prepared is not None:
+                return
+            if self._open is not None:  # one profiler at a time: prepare once this span ends
+                self._prepare_after_close = True
+                return
+            trace = claim_trace_path(self._folder, f"{self._name}-w{len(self.spans) + 1}")
+            backend = self._make_backend(trace)
+            self._prepared = (backend, trace)
+            prepare = getattr(backend, "prepare", None)
+            if prepare is not None:
+                try:
+                    prepare()
+                except BaseException:
+                    self._discard_prepared()
+                    raise
+
+    def open(self, record: WindowRecord) -> bool:
+        """Begin recording a span; False when one is open (or the run is ending)."""
+        with self._lock:
+            if self._ended or self._open is not None:
+                return False
+            if self._prepared is None:
+                self.prepare()
+            assert self._prepared is not None
+            backend, trace = self._prepared
+            self._prepared = None
+            window: WindowRecord = {**record, "number": len(self.spans) + 1}
+            started = time.time()
+            backend.start()
+            self._open = _OpenSpan(window, trace, backend, started, time.perf_counter())
+            return True
+
+    def close(self) -> Path | None:
+        """End the open span and write its trace; returns its path (None: no span open)."""
+        with self._lock:
+            written = self._close()
+            if self._prepare_after_close and not self._ended:
+                self._prepare_after_close = False
+                self.prepare()
+            return written
+
+    @property
+    def recording(self) -> WindowRecord | None:
+        """The window of the open span, if one is open."""
+        span = self._open
+        return None if span is None else span.window
+
+    def _close(self) -> Path | None:
+        span, self._open = self._open, None
+        if span is None:
+            return None
+        duration = time.perf_counter() - span.clock
+        written = span.backend.stop()
+        if written is None:
+            raise CaptureError(f"the profiler wrote no trace for window {span.window['number']}")
+        recorded = RecordedSpan(span.window, written, span.backend, span.started_unix_s, duration)
+        self.spans.append(recorded)
+        if self._on_written is not None:
+            self._on_written(recorded)
+        return written
+
+    def _discard_prepared(self) -> None:
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return
+        _, trace = prepared  # a prepared torch profiler records nothing: dropping it is enough
+        try:
+            if trace.stat().st_size == 0:
+                trace.unlink()
+        except OSError:
+            pass
+
+
+
+
+def check_window_marker(marker: str, config: RewriteConfig) -> None:
+    """Refuse a ``--window`` marker that no marker of the spec can be called.
+
+    A marker's name is its ``name:`` or, without one, ``<module or file>:<qualname>...``, so a
+    name starting with a target's module or file followed by ``:`` is accepted too.
+
+    Raises:
+        CaptureError: naming the spec's marker names.
+    """
+    names: list[str] = []
+    labels: list[str] = []
+    for target in config.targets:
+        labels.append(target.label)
+        for marker_spec in (*target.functions, *target.calls, *target.ranges):
+            if marker_spec.name is not None:
+                names.append(marker_spec.name)
+    if marker in names or any(marker.startswith(f"{label}:") for label in labels):
+        return
+    known = ", ".join(sorted(set(names))) or "none named"
+    raise CaptureError(
+        f"--window: no marker named {marker!r} in the spec; its marker names: {known} "
+        "(or MODULE:QUALNAME for a marker without a name)"
+    )
+
+
+def windows_for_run(
+    options: RecordingWindowOptions,
+    profiler: str,
+    config: RewriteConfig,
+    folder: Path,
+    name: str,
+    make_backend: Callable[[Path], ProfilerBackend],
+    on_written: Callable[[RecordedSpan], object] | None = None,
+) -> RecordingWindows:
+    """The recording windows of one ``ncompass run`` process.
+
+    Raises:
+        CaptureError: the profiler records nothing (``none``) or cannot record windows, or the
+            ``--window`` marker is not in the spec.
+    """
+    if profiler not in WINDOW_PROFILERS:
+        raise CaptureError(
+            f"recording windows need a profiler that records: --profiler {profiler} cannot "
+            f"(use {' or '.join(WINDOW_PROFILERS)})"
+        )
+    if options.marker is not None:
+        check_window_marker(options.marker, config)
+
+    def control() -> Path:
+        from ncompass.capture.control_folder import create_control_folder
+
+        return create_control_folder(os.getpid())
+
+    trigger = options.trigger(control)
+    return RecordingWindows(trigger, make_backend, folder, name, on_written)
+
+
+WINDOW_PROFILERS = ("torch",)
+"""The ``--profiler`` values recording windows work with."""
+
+
+__all__ = [
+    "WINDOW_PROFILERS",
+    "RecordedSpan",
+    "RecordingWindows",
+    "check_window_marker",
+    "windows_for_run",
+]
