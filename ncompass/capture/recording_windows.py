@@ -10,6 +10,7 @@ profiler records, so nothing is buffered however long the run.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -178,8 +179,6 @@ class RecordingWindows:
             pass
 
 
-
-
 def check_window_marker(marker: str, config: RewriteConfig) -> None:
     """Refuse a ``--window`` marker that no marker of the spec can be called.
 
@@ -231,7 +230,14 @@ def windows_for_run(
     def control() -> Path:
         from ncompass.capture.control_folder import create_control_folder
 
-        return create_control_folder(os.getpid())
+        pid = os.getpid()
+        folder = create_control_folder(pid)
+        print(  # the line the user needs to capture later: the run's pid
+            f"ncompass: run {pid} records on demand: ncompass capture {pid} [--duration SECONDS]",
+            file=sys.stderr,
+            flush=True,
+        )
+        return folder
 
     trigger = options.trigger(control)
     return RecordingWindows(trigger, make_backend, folder, name, on_written)

@@ -150,7 +150,9 @@ def run(options: RunOptions) -> RunResult:
         )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
-    result = RunResult(outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced)
+    result = RunResult(
+        outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced
+    )
     if windows is not None:  # the sidecars written as each span ended now get the exit code
         for span in windows.spans:
             _write_window_sidecar(span, options, config, outcome)

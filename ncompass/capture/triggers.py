@@ -32,6 +32,8 @@ from ncompass.errors import CaptureError
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ncompass.capture.main_thread import MainThreadCalls
+
 
 class WindowRecord(TypedDict, total=False):
     """What opened one span, as its sidecar's ``window`` holds it.
@@ -287,7 +289,8 @@ class TimedWindow:
     """``--delay SECONDS --duration SECONDS``: one window, by the clock (a timer thread).
 
     The profiler is prepared at once; the window opens ``delay`` seconds after the profiled
-    code starts and closes ``duration`` seconds later (None: when the run ends).
+    code starts and closes ``duration`` seconds later (None: when the run ends). The timer
+    asks the main thread to open and close it (:mod:`ncompass.capture.main_thread`).
     """
 
     def __init__(self, delay: float, duration: float | None) -> None:
@@ -301,33 +304,48 @@ class TimedWindow:
         self._stopped = threading.Event()
         self._opened = False
         self._thread: threading.Thread | None = None
+        self._main: MainThreadCalls | None = None
 
     def install(self, sink: SpanSink) -> None:
         """Prepare the profiler and start the clock."""
-        sink.prepare()
-        self._thread = threading.Thread(
-            target=self._run, args=(sink,), name="ncompass-recording-window", daemon=True
-        )
-        self._thread.start()
+        from ncompass.capture.main_thread import MainThreadCalls
 
-    def _run(self, sink: SpanSink) -> None:
-        if self._stopped.wait(self.delay):
-            return
+        sink.prepare()
         record: WindowRecord = {
             "number": 1,
             "trigger": "time",
             "delay_s": self.delay,
             "duration_s": self.duration,
         }
-        self._opened = sink.open(record)
+        if self.delay == 0:  # from the start: no thread needed to open it
+            self._opened = sink.open(record)
+        self._main = MainThreadCalls()
+        self._main.install()
+        self._thread = threading.Thread(
+            target=self._run, args=(sink, record), name="ncompass-recording-window", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, sink: SpanSink, record: WindowRecord) -> None:
+        assert self._main is not None
+        if not self._opened:
+            if self._stopped.wait(self.delay):
+                return
+
+            def open_window() -> None:
+                self._opened = sink.open(record)
+
+            self._main.call(open_window)
         if self.duration is not None and not self._stopped.wait(self.duration):
-            sink.close()
+            self._main.call(sink.close)
 
     def uninstall(self) -> str | None:
         """Stop the clock; say so if the run ended before the delay."""
         self._stopped.set()
         if self._thread is not None:
             self._thread.join()
+        if self._main is not None:
+            self._main.uninstall()
         if self._opened:
             return None
         return (
@@ -340,22 +358,26 @@ class OnDemandWindows:
     """``--on-demand``: windows opened and closed by ``ncompass capture PID``.
 
     A thread polls the run's control folder (:mod:`ncompass.capture.control_folder`) for
-    requests; each opens a span, which closes after its duration, at a stop request, or when
-    the run ends.
+    requests and asks the main thread to open and close spans; a span closes after its
+    duration, at a stop request, or when the run ends.
     """
 
     def __init__(self, control: Path) -> None:
         self.control = control
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._main: MainThreadCalls | None = None
 
     def install(self, sink: SpanSink) -> None:
         """Start polling for requests."""
         from ncompass.capture.control_folder import serve_requests
+        from ncompass.capture.main_thread import MainThreadCalls
 
+        self._main = MainThreadCalls()
+        self._main.install()
         self._thread = threading.Thread(
             target=serve_requests,
-            args=(self.control, sink, self._stopped),
+            args=(self.control, sink, self._main, self._stopped),
             name="ncompass-on-demand",
             daemon=True,
         )
@@ -368,6 +390,8 @@ class OnDemandWindows:
         self._stopped.set()
         if self._thread is not None:
             self._thread.join()
+        if self._main is not None:
+            self._main.uninstall()
         remove_control_folder(self.control)
         return None
 

@@ -1,0 +1,402 @@
+"""Recording windows: ``ncompass run --window``, ``--delay/--duration``; real runs, real traces."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ncompass.capture.runner import RunOptions, run
+from ncompass.capture.triggers import RecordingWindowOptions
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+LOOP = """
+import json, os, signal, sys, time
+import torch
+import torch.autograd.profiler as autograd_profiler
+
+seen = []          # the calls of step during which a profiler was recording
+
+def tag(n):
+    return n
+
+def step(n, x):
+    seen.append((n, autograd_profiler._is_profiler_enabled))
+    tag(n)
+    if os.environ.get("INTERRUPT_AT") == str(n):
+        os.kill(os.getpid(), signal.SIGINT)
+    return x * 2 + 1
+
+def between(x):
+    return x - 1
+
+def outer(x, first, last):
+    for n in range(first, last + 1):
+        x = between(step(n, x))
+    return x
+
+calls = int(sys.argv[1])
+x = torch.ones(4)
+n = 1
+while n <= calls:
+    if n == 4 and calls >= 6:
+        x = outer(x, 4, 6)  # a marker that opens before the window (calls 4-6)
+        n = 7
+        continue
+    x = between(step(n, x))
+    n += 1
+print(json.dumps({
+    "recorded": [n for n, on in seen if on],
+    "inductor": "torch._inductor" in sys.modules,
+}))
+"""
+
+
+def _write(tmp_path: Path, calls_source: str = LOOP) -> tuple[Path, Path]:
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent(calls_source).lstrip("\n"))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            targets:
+              - file: {script}
+                functions:
+                  - qualname: step
+                    name: step
+                  - qualname: tag
+                    name: "tag.{{n}}"
+                  - qualname: between
+                    name: between
+                  - qualname: outer
+                    name: outer
+            """
+        )
+    )
+    return script, spec
+
+
+def _annotations(trace: Path) -> list[str]:
+    events = json.loads(trace.read_text())["traceEvents"]
+    ordered = sorted(
+        (e for e in events if e.get("cat") == "user_annotation"), key=lambda e: e["ts"]
+    )
+    return [e["name"] for e in ordered]
+
+
+def _run(
+    tmp_path: Path, windows: RecordingWindowOptions, calls: int, capsys: pytest.CaptureFixture[str]
+) -> tuple[list[Path], dict[str, object], str | None]:
+    script, spec = _write(tmp_path)
+    result = run(
+        RunOptions(
+            specs=[spec],
+            script=str(script),
+            args=[str(calls)],
+            output_dir=tmp_path / "traces",
+            trace_name="loop",
+            recording_windows=windows,
+        )
+    )
+    assert result.exit_code == 0
+    assert result.trace_path is None
+    shown = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    return result.window_traces, shown, result.window_warning
+
+
+def test_window_holds_exactly_the_chosen_calls_and_what_they_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces, shown, warning = _run(tmp_path, RecordingWindowOptions("step", 8, 3), 20, capsys)
+    assert warning is None
+    assert [trace.name for trace in traces] == ["loop-w1.json"]
+    names = _annotations(traces[0])
+    assert names.count("step") == 3
+    assert [name for name in names if name.startswith("tag.")] == ["tag.8", "tag.9", "tag.10"]
+    # what runs between the calls is recorded; after the last call's end, nothing
+    assert names == ["step", "tag.8", "between", "step", "tag.9", "between", "step", "tag.10"]
+    assert shown["recorded"] == [8, 9, 10]  # the profiler was off for every other call
+    assert shown["inductor"] is False  # starting the window's profiler did not import Inductor
+    sidecar = json.loads((traces[0].parent / "loop-w1.ncompass.json").read_text())
+    assert sidecar["window"] == {
+        "number": 1,
+        "trigger": "marker",
+        "marker": "step",
+        "first_call": 8,
+        "last_call": 10,
+    }
+    assert sidecar["exit_code"] == 0
+    assert not (tmp_path / "traces" / "loop.json").exists()
+
+
+def test_a_marker_open_when_the_window_opens_is_not_in_the_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `outer` starts before call 5 and ends after call 6: only what starts inside is recorded
+    traces, shown, _ = _run(tmp_path, RecordingWindowOptions("step", 5, 2), 10, capsys)
+    names = _annotations(traces[0])
+    assert "outer" not in names
+    assert names == ["step", "tag.5", "between", "step", "tag.6"]
+    assert shown["recorded"] == [5, 6]
+
+
+def test_repeat_every_writes_one_trace_and_sidecar_per_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    windows = RecordingWindowOptions("step", 2, 2, repeat=3, every=5)
+    traces, shown, _ = _run(tmp_path, windows, 20, capsys)
+    assert [trace.name for trace in traces] == ["loop-w1.json", "loop-w2.json", "loop-w3.json"]
+    tags = [[n for n in _annotations(trace) if n.startswith("tag.")] for trace in traces]
+    assert tags == [["tag.2", "tag.3"], ["tag.7", "tag.8"], ["tag.12", "tag.13"]]
+    assert shown["recorded"] == [2, 3, 7, 8, 12, 13]
+    records = [
+        json.loads((trace.parent / f"loop-w{i}.ncompass.json").read_text())["window"]
+        for i, trace in enumerate(traces, 1)
+    ]
+    assert [(r["number"], r["first_call"], r["last_call"]) for r in records] == [
+        (1, 2, 3),
+        (2, 7, 8),
+        (3, 12, 13),
+    ]
+    compared = subprocess.run(
+        [sys.executable, "-m", "ncompass", "compare", str(traces[0]), "--", str(traces[2])],
+        capture_output=True,
+        text=True,
+        env=_environment(),
+        timeout=300,
+    )
+    assert compared.returncode == 0, compared.stderr
+    assert "step" in compared.stdout
+
+
+def test_windows_back_to_back_each_get_their_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    windows = RecordingWindowOptions("step", 1, 2, repeat=2, every=2)
+    traces, shown, _ = _run(tmp_path, windows, 3, capsys)
+    tags = [[n for n in _annotations(trace) if n.startswith("tag.")] for trace in traces]
+    assert tags == [["tag.1", "tag.2"], ["tag.3"]]  # the second window ends with the run
+    assert shown["recorded"] == [1, 2, 3]
+
+
+def test_a_window_that_never_opens_warns_with_the_number_of_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces, shown, warning = _run(tmp_path, RecordingWindowOptions("step", 50, 5), 12, capsys)
+    assert traces == []
+    assert warning is not None and "never opened" in warning and "12 calls" in warning
+    assert shown["recorded"] == []
+    assert list((tmp_path / "traces").glob("*.json")) == []
+
+
+def test_a_window_by_time_records_after_the_delay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = """
+    import json, time
+    import torch
+    import torch.autograd.profiler as autograd_profiler
+
+    def step(n, x):
+        return x + n
+
+    def tag(n): ...
+    def between(x): ...
+    def outer(x): ...
+
+    x = torch.ones(2)
+    states = []
+    deadline = time.monotonic() + 120
+    n = 0
+    while time.monotonic() < deadline:  # until the window has opened and closed again
+        n += 1
+        states.append(autograd_profiler._is_profiler_enabled)
+        x = step(n, x)
+        time.sleep(0.01)
+        if True in states and not states[-1]:
+            break
+    print(json.dumps({"calls": n, "first_on": states.index(True) + 1}))
+    """
+    script, spec = _write(tmp_path, source)
+    result = run(
+        RunOptions(
+            specs=[spec],
+            script=str(script),
+            output_dir=tmp_path / "traces",
+            trace_name="timed",
+            recording_windows=RecordingWindowOptions(delay=0.5, duration=0.5),
+        )
+    )
+    shown = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result.exit_code == 0
+    assert shown["first_on"] > 1  # nothing recorded during the delay
+    (trace,) = result.window_traces
+    assert 1 <= _annotations(trace).count("step") < shown["calls"]
+    window = json.loads((trace.parent / "timed-w1.ncompass.json").read_text())["window"]
+    assert window["trigger"] == "time" and window["delay_s"] == 0.5
+
+
+def _environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+
+
+def _cli(tmp_path: Path, *arguments: str, **environment: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ncompass", "run", *arguments],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**_environment(), **environment},
+        timeout=300,
+    )
+
+
+def test_ctrl_c_inside_a_window_still_writes_its_trace(tmp_path: Path) -> None:
+    script, spec = _write(tmp_path)
+    ran = _cli(
+        tmp_path,
+        *("-c", str(spec), "-o", "traces", "--trace-name", "loop", "--window", "step:8:5"),
+        *(str(script), "20"),
+        INTERRUPT_AT="9",
+    )
+    assert ran.returncode == 128 + signal.SIGINT or ran.returncode == 130, ran.stderr
+    trace = tmp_path / "traces" / "loop-w1.json"
+    assert [n for n in _annotations(trace) if n.startswith("tag.")] == ["tag.8", "tag.9"]
+    assert (tmp_path / "traces" / "loop-w1.ncompass.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--window", "nosuch:1:2"], "no marker named 'nosuch'"),
+        (["--window", "step:3"], "MARKER:FIRST:COUNT"),
+        (["--window", "step:x:2"], "MARKER:FIRST:COUNT"),
+        (["--window", "step:1:0"], "COUNT must be at least 1"),
+        (["--window", "step:0:2"], "FIRST counts calls from 1"),
+        (["--window", "step:1:2", "--profiler", "none"], "--profiler none records nothing"),
+        (["--window", "step:1:2", "--repeat", "2"], "--repeat needs --every"),
+        (["--window", "step:1:5", "--repeat", "2", "--every", "3"], "windows would overlap"),
+        (["--repeat", "2", "--every", "3"], "go with --window"),
+        (["--window", "step:1:2", "--delay", "1"], "choose one way"),
+    ],
+)
+def test_bad_window_options_are_one_line_and_run_nothing(
+    tmp_path: Path, arguments: list[str], message: str
+) -> None:
+    script, spec = _write(tmp_path)
+    ran = _cli(tmp_path, "-c", str(spec), "-o", "traces", *arguments, str(script), "20")
+    assert ran.returncode == 2
+    assert message in ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert ran.stdout == ""  # the script never ran
+    if "nosuch" in message:
+        assert "its marker names: between, outer, step, tag.{n}" in ran.stderr
+    assert (
+        not list((tmp_path / "traces").glob("*.json")) if (tmp_path / "traces").exists() else True
+    )
+
+
+SERVER = """
+import sys, time
+import torch
+
+def step(n, x):
+    return x + n
+
+def tag(n): ...
+def between(x): ...
+def outer(x): ...
+
+x = torch.ones(2)
+print("serving", file=sys.stderr, flush=True)
+stop_file = sys.argv[1]
+deadline = time.monotonic() + 240
+n = 0
+while time.monotonic() < deadline:  # serves until the test says stop
+    n += 1
+    x = step(n, x)
+    time.sleep(0.005)
+    try:
+        open(stop_file).close()
+        break
+    except OSError:
+        pass
+"""
+
+
+def _wait_for_line(stream: object, pattern: str, deadline_s: float = 120.0) -> str:
+    import time
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        line = stream.readline()  # type: ignore[attr-defined]
+        if pattern in line:
+            return str(line)
+    raise AssertionError(f"no line with {pattern!r}")
+
+
+def test_two_captures_on_demand_from_another_process(tmp_path: Path) -> None:
+    script, spec = _write(tmp_path, SERVER)
+    stop_file = tmp_path / "stop"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ncompass", "run", "-c", str(spec), "-o", "traces"]
+        + ["--trace-name", "srv", "--on-demand", str(script), str(stop_file)],
+        cwd=tmp_path,
+        env=_environment(),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        line = _wait_for_line(server.stderr, "records on demand")
+        assert f"run {server.pid} records on demand" in line
+        _wait_for_line(server.stderr, "serving")
+        traces = []
+        for duration in ("0.5", "0.3"):
+            captured = subprocess.run(
+                [sys.executable, "-m", "ncompass", "capture", str(server.pid)]
+                + ["--duration", duration],
+                capture_output=True,
+                text=True,
+                env=_environment(),
+                timeout=300,
+            )
+            assert captured.returncode == 0, captured.stderr
+            traces.append(Path(captured.stdout.strip()))
+        assert [trace.name for trace in traces] == ["srv-w1.json", "srv-w2.json"]
+        for number, trace in enumerate(traces, 1):
+            trace = tmp_path / trace if not trace.is_absolute() else trace
+            assert _annotations(trace).count("step") >= 1
+            sidecar = json.loads(trace.with_name(f"srv-w{number}.ncompass.json").read_text())
+            assert sidecar["window"]["trigger"] == "demand"
+            assert sidecar["window"]["number"] == number
+    finally:
+        stop_file.touch()
+        _, rest = server.communicate(timeout=300)
+    assert server.returncode == 0, rest
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a process as another user")
+def test_a_capture_of_another_users_process_is_refused(tmp_path: Path) -> None:
+    other = subprocess.Popen(["sleep", "60"], user=65534)
+    try:
+        refused = subprocess.run(
+            [sys.executable, "-m", "ncompass", "capture", str(other.pid)],
+            capture_output=True,
+            text=True,
+            env=_environment(),
+            timeout=120,
+        )
+    finally:
+        other.kill()
+        other.wait()
+    assert refused.returncode == 2
+    assert "belongs to another user" in refused.stderr
