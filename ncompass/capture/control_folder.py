@@ -16,6 +16,7 @@ then ``written-<token>.json`` (``{"trace": path}``) once the trace is written.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import stat
@@ -29,7 +30,7 @@ from typing import Any
 import orjson
 
 from ncompass.capture.main_thread import MainThreadCalls
-from ncompass.capture.triggers import SpanSink, WindowRecord
+from ncompass.capture.spans import SpanSink, WindowRecord
 from ncompass.errors import CaptureError
 
 POLL_INTERVAL_S = 0.1
@@ -121,19 +122,19 @@ def serve_requests(
         for request in sorted(folder.glob("request-*.json")):
             document = _read(request)
             request.unlink(missing_ok=True)
-            token = request.name[len("request-") : -len(".json")]
+            requested = request.name[len("request-") : -len(".json")]
             duration = document.get("duration_s") if document else None
-            if duration is not None and not isinstance(duration, int | float):
+            if not isinstance(duration, int | float):
                 duration = None
-            main.call(lambda token=token, duration=duration: open_span(token, duration))
-        token = open_token
-        if token is None:
+            main.call(functools.partial(open_span, requested, duration))
+        recording = open_token
+        if recording is None:
             continue
-        stop = folder / f"stop-{token}"
+        stop = folder / f"stop-{recording}"
         if stop.exists() or (closes_at is not None and time.monotonic() >= closes_at):
             stop.unlink(missing_ok=True)
             closes_at = None
-            main.call(lambda token=token: close_span(token))
+            main.call(functools.partial(close_span, recording))
     spans = getattr(sink, "spans", None)
     if open_token is not None and spans:  # the run ended during the capture: its trace
         _write(folder / f"written-{open_token}.json", {"trace": str(spans[-1].trace)})

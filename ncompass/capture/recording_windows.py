@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ncompass.capture.spans import Trigger, WindowRecord
 from ncompass.capture.trace_files import claim_trace_path
-from ncompass.capture.triggers import RecordingWindowOptions, Trigger, WindowRecord
+from ncompass.capture.triggers import RecordingWindowOptions
 from ncompass.errors import CaptureError
 
 if TYPE_CHECKING:
@@ -192,9 +193,8 @@ def check_window_marker(marker: str, config: RewriteConfig) -> None:
     labels: list[str] = []
     for target in config.targets:
         labels.append(target.label)
-        for marker_spec in (*target.functions, *target.calls, *target.ranges):
-            if marker_spec.name is not None:
-                names.append(marker_spec.name)
+        for marker_specs in (target.functions, target.calls, target.ranges):
+            names.extend(m.name for m in marker_specs if m.name is not None)
     if marker in names or any(marker.startswith(f"{label}:") for label in labels):
         return
     known = ", ".join(sorted(set(names))) or "none named"

@@ -59,7 +59,7 @@ from ncompass.spec.models import RewriteConfig
 if TYPE_CHECKING:
     from ncompass.capture.backends.base import ProfilerBackend
     from ncompass.capture.recording_windows import RecordedSpan, RecordingWindows
-    from ncompass.capture.triggers import WindowRecord
+    from ncompass.capture.spans import WindowRecord
 
 RUNNER_ENV = environment_variables.NCOMPASS_RUNNER
 

@@ -14,8 +14,8 @@ import orjson
 # typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass.capture.spans import WindowRecord
 from ncompass.capture.trace_files import sidecar_path
-from ncompass.capture.triggers import WindowRecord
 from ncompass.importer.registry import MarkerRecord
 
 

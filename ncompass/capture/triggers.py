@@ -23,58 +23,15 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from typing_extensions import TypedDict
-
+from ncompass.capture.spans import SpanSink, Trigger, WindowRecord
 from ncompass.errors import CaptureError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from ncompass.capture.main_thread import MainThreadCalls
-
-
-class WindowRecord(TypedDict, total=False):
-    """What opened one span, as its sidecar's ``window`` holds it.
-
-    Attributes:
-        number: The span's number in the run (1 for ``-w1``).
-        trigger: ``marker``, ``time`` or ``demand``.
-        marker / first_call / last_call: For ``marker``: the calls of the marker recorded.
-        delay_s / duration_s: For ``time`` (and ``duration_s`` for ``demand``, when given).
-    """
-
-    number: int
-    trigger: str
-    marker: str
-    first_call: int
-    last_call: int
-    delay_s: float
-    duration_s: float | None
-
-
-class SpanSink(Protocol):
-    """What triggers drive: prepares the profiler, opens and closes spans."""
-
-    def prepare(self) -> None:
-        """Start the next span's profiler up without recording (before the window opens)."""
-
-    def open(self, record: WindowRecord) -> bool:
-        """Begin recording a span; False when one is open already (the request is dropped)."""
-
-    def close(self) -> Path | None:
-        """End the open span and write its trace (None when no span is open)."""
-
-
-class Trigger(Protocol):
-    """Opens and closes spans of a :class:`SpanSink` from ``install`` to ``uninstall``."""
-
-    def install(self, sink: SpanSink) -> None:
-        """Start watching (called before the profiled code runs)."""
-
-    def uninstall(self) -> str | None:
-        """Stop watching; returns a warning line when a window never opened."""
 
 
 @dataclass(frozen=True)

@@ -347,8 +347,21 @@ def test_two_captures_on_demand_from_another_process(tmp_path: Path) -> None:
     script, spec = _write(tmp_path, SERVER)
     stop_file = tmp_path / "stop"
     server = subprocess.Popen(
-        [sys.executable, "-m", "ncompass", "run", "-c", str(spec), "-o", "traces"]
-        + ["--trace-name", "srv", "--on-demand", str(script), str(stop_file)],
+        [
+            sys.executable,
+            "-m",
+            "ncompass",
+            "run",
+            "-c",
+            str(spec),
+            "-o",
+            "traces",
+            "--trace-name",
+            "srv",
+            "--on-demand",
+            str(script),
+            str(stop_file),
+        ],
         cwd=tmp_path,
         env=_environment(),
         stderr=subprocess.PIPE,
@@ -362,8 +375,15 @@ def test_two_captures_on_demand_from_another_process(tmp_path: Path) -> None:
         traces = []
         for duration in ("0.5", "0.3"):
             captured = subprocess.run(
-                [sys.executable, "-m", "ncompass", "capture", str(server.pid)]
-                + ["--duration", duration],
+                [
+                    sys.executable,
+                    "-m",
+                    "ncompass",
+                    "capture",
+                    str(server.pid),
+                    "--duration",
+                    duration,
+                ],
                 capture_output=True,
                 text=True,
                 env=_environment(),
