@@ -72,6 +72,7 @@ def recording_windows(
     delay: float | None,
     duration: float | None,
     on_demand: bool,
+    nsys: bool = False,
 ) -> RecordingWindowOptions | None:
     """The windows the options ask for (None: record the whole run).
 
@@ -97,10 +98,16 @@ def recording_windows(
         return None
     if len(ways) > 1:
         raise click.UsageError(f"choose one way of choosing windows, not {' and '.join(ways)}")
-    if profiler not in WINDOW_PROFILERS:
+    if profiler == "none":
         raise click.UsageError(
-            f"{ways[0]} records windows, but --profiler {profiler} records nothing here; "
+            f"{ways[0]} chooses what to record, but --profiler none records nothing; "
             f"use --profiler {' or '.join(WINDOW_PROFILERS)}"
+        )
+    if profiler not in WINDOW_PROFILERS or nsys:
+        chosen = "--nsys" if nsys else f"--profiler {profiler}"
+        raise click.UsageError(
+            f"{ways[0]} works with --profiler {' or '.join(WINDOW_PROFILERS)} only, "
+            f"not {chosen} (which records the whole run)"
         )
     if window is None:
         return RecordingWindowOptions(delay=delay, duration=duration, on_demand=on_demand)

@@ -118,7 +118,7 @@ def run_command(
     if nsys_args and not nsys:
         raise click.UsageError("--nsys-args needs --nsys")
     windows = recording_windows(
-        profiler or "torch", window, repeat, every, delay, duration, on_demand
+        profiler or "torch", window, repeat, every, delay, duration, on_demand, nsys
     )
     args = list(arguments)
     script: str | None = None

@@ -282,6 +282,8 @@ def test_ctrl_c_inside_a_window_still_writes_its_trace(tmp_path: Path) -> None:
         (["--window", "step:1:0"], "COUNT must be at least 1"),
         (["--window", "step:0:2"], "FIRST counts calls from 1"),
         (["--window", "step:1:2", "--profiler", "none"], "--profiler none records nothing"),
+        (["--window", "step:1:2", "--profiler", "nvtx"], "works with --profiler torch only"),
+        (["--on-demand", "--nsys"], "works with --profiler torch only, not --nsys"),
         (["--window", "step:1:2", "--repeat", "2"], "--repeat needs --every"),
         (["--window", "step:1:5", "--repeat", "2", "--every", "3"], "windows would overlap"),
         (["--repeat", "2", "--every", "3"], "go with --window"),
