@@ -422,3 +422,43 @@ def test_a_capture_of_another_users_process_is_refused(tmp_path: Path) -> None:
         other.wait()
     assert refused.returncode == 2
     assert "belongs to another user" in refused.stderr
+
+
+def test_a_window_trace_names_its_rank_like_a_whole_run_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = f"""
+    import torch
+    import torch.distributed as dist
+
+    def step(n, x):
+        return x + n
+
+    def tag(n): ...
+    def between(x): ...
+    def outer(x): ...
+
+    dist.init_process_group(
+        "gloo", init_method="file://{tmp_path / "rendezvous"}", rank=0, world_size=1
+    )
+    x = torch.ones(2)
+    for n in range(1, 4):
+        x = step(n, x)
+    dist.destroy_process_group()
+    print("{{}}")
+    """
+    script, spec = _write(tmp_path, source)
+    result = run(
+        RunOptions(
+            specs=[spec],
+            script=str(script),
+            output_dir=tmp_path / "traces",
+            trace_name="ranked",
+            recording_windows=RecordingWindowOptions("step", 2, 1),
+        )
+    )
+    assert result.exit_code == 0
+    (trace,) = result.window_traces
+    document = json.loads(trace.read_text())
+    assert document["distributedInfo"]["rank"] == 0
+    assert document["distributedInfo"]["world_size"] == 1

@@ -10,6 +10,8 @@ step aside.
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -99,6 +101,7 @@ class TorchProfiler:
                 raise CaptureError("a torch profiler is already recording in this process")
             if self._profile is not None:  # prepared: recording begins now, warm-up is done
                 self._profile._start_trace()
+                _add_distributed_info(torch)
             else:
                 activities = [ProfilerActivity.CPU]
                 if torch.cuda.is_available():
@@ -248,6 +251,18 @@ class TorchProfiler:
                 "profile their first call too (or the whole program, with `ncompass run`)",
                 stacklevel=3,
             )
+
+
+def _add_distributed_info(torch: Any) -> None:
+    """The trace metadata ``torch.profiler.profile`` adds and rank merging reads: the rank."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is None or not distributed.is_available() or not distributed.is_initialized():
+        return
+    from torch.profiler.profiler import _KinetoProfile
+
+    info = _KinetoProfile._get_distributed_info(None)  # type: ignore[arg-type]  # no self used
+    if info:
+        torch.autograd._add_metadata_json("distributedInfo", json.dumps(info, default=str))
 
 
 __all__ = ["TorchProfiler", "TraceWindow"]
