@@ -148,6 +148,13 @@ class RecordingWindows:
                 self.prepare()
             return written
 
+    def time_spans(self) -> list[tuple[Path, float, float]]:
+        """Each written span's trace with when it started and ended (wall clock, seconds)."""
+        return [
+            (span.trace, span.started_unix_s, span.started_unix_s + span.duration_s)
+            for span in self.spans
+        ]
+
     @property
     def recording(self) -> WindowRecord | None:
         """The window of the open span, if one is open."""

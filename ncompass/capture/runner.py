@@ -127,7 +127,11 @@ def run(options: RunOptions) -> RunResult:
                 outcome = _run_entry(options)
         finally:
             if monitor is not None:
-                gpu = finish(monitor, profiled_run.written if profiled_run else None)
+                gpu = finish(
+                    monitor,
+                    profiled_run.written if profiled_run else None,
+                    windows=windows.time_spans() if windows is not None else (),
+                )
         unplaced = [  # targets skipped for their `requires:` were warned about
             t for t in REGISTRY.unplaced(config) if not unmet_requirement(t.requires)
         ]

@@ -462,3 +462,49 @@ def test_a_window_trace_names_its_rank_like_a_whole_run_trace(
     document = json.loads(trace.read_text())
     assert document["distributedInfo"]["rank"] == 0
     assert document["distributedInfo"]["world_size"] == 1
+
+
+def test_gpu_monitor_samples_go_to_the_window_they_were_taken_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ncompass.capture.gpu_timeline import GpuMonitorOptions
+
+    source = """
+    import time
+    import torch
+
+    def step(n, x):
+        time.sleep(0.1)
+        return x + n
+
+    def tag(n): ...
+    def between(x): ...
+    def outer(x): ...
+
+    x = torch.ones(2)
+    for n in range(1, 31):
+        x = step(n, x)
+    print("{}")
+    """
+    script, spec = _write(tmp_path, source)
+    result = run(
+        RunOptions(
+            specs=[spec],
+            script=str(script),
+            output_dir=tmp_path / "traces",
+            trace_name="sampled",
+            gpu_monitor=GpuMonitorOptions(interval_s=0.05, backend="cpu"),
+            recording_windows=RecordingWindowOptions("step", 11, 5),
+        )
+    )
+    assert result.exit_code == 0
+    (trace,) = result.window_traces
+    events = json.loads(trace.read_text())["traceEvents"]
+    steps = [e for e in events if e.get("name") == "step"]
+    counters = [e for e in events if e.get("ph") == "C"]
+    assert len(steps) == 5 and counters
+    first, last = min(e["ts"] for e in steps), max(e["ts"] + e["dur"] for e in steps)
+    margin_us = 1e6  # the window opens and closes around its calls
+    assert all(first - margin_us <= e["ts"] <= last + margin_us for e in counters)
+    # the run lasted three times the window: samples outside it are not in its trace
+    assert max(e["ts"] for e in counters) - min(e["ts"] for e in counters) < 2.5e6
