@@ -82,9 +82,9 @@ def profiled(
     if runner:
         environment[environment_variables.NCOMPASS_RUNNER] = "1"
     with scoped_environment(environment):
-        if windows is None:
+        if windows is None or windows.marks_only:
             profiler.start()
-        else:
+        if windows is not None:
             windows.begin()
         if on_start is not None:
             on_start()
@@ -106,11 +106,14 @@ def profiled(
         finally:
             run.whole_run.close()
             try:
-                if windows is not None:
-                    windows.end()
-                elif not run.yielded:
-                    with contextlib.suppress(*((CaptureError,) if yield_to_code_profiler else ())):
-                        run.written = profiler.stop()
+                try:
+                    if windows is not None:
+                        windows.end()
+                finally:
+                    if (windows is None or windows.marks_only) and not run.yielded:
+                        suppressed = (CaptureError,) if yield_to_code_profiler else ()
+                        with contextlib.suppress(*suppressed):
+                            run.written = profiler.stop()
             finally:
                 run.markers = REGISTRY.manifest()
 

@@ -60,20 +60,29 @@ class RecordingWindows:
 
     Args:
         trigger: What opens and closes spans.
-        make_backend: A fresh profiler writing to the given trace path.
+        make_backend: A fresh profiler writing to the given trace path, for span number N.
         folder / name: Where traces go and the run's trace name (spans add ``-wN``).
         on_written: Called with each span once its trace is written (writes its sidecar).
+        marks_only: The run's own profiler records the whole run (NVTX ranges for an attached
+            tool, or the NVTX recorder); each span only marks itself with an NVTX range (see
+            :class:`NvtxWindowRange`). With ``claims_traces``, its trace ``<trace>-wN`` is
+            claimed for the parent run to cut from the whole trace (``nvtx-trace``).
     """
 
     def __init__(
         self,
         trigger: Trigger,
-        make_backend: Callable[[Path], ProfilerBackend],
+        make_backend: Callable[[Path, int], ProfilerBackend],
         folder: Path,
         name: str,
         on_written: Callable[[RecordedSpan], object] | None = None,
+        *,
+        marks_only: bool = False,
+        claims_traces: bool = True,
     ) -> None:
         self.trigger = trigger
+        self.marks_only = marks_only
+        self._claims_traces = claims_traces
         self.spans: list[RecordedSpan] = []
         self.warning: str | None = None
         self._make_backend = make_backend
@@ -112,8 +121,11 @@ class RecordingWindows:
             if self._open is not None:  # one profiler at a time: prepare once this span ends
                 self._prepare_after_close = True
                 return
-            trace = claim_trace_path(self._folder, f"{self._name}-w{len(self.spans) + 1}")
-            backend = self._make_backend(trace)
+            number = len(self.spans) + 1
+            trace = self._folder / f"{self._name}-w{number}.json"
+            if self._claims_traces:
+                trace = claim_trace_path(self._folder, f"{self._name}-w{number}")
+            backend = self._make_backend(trace, number)
             self._prepared = (backend, trace)
             prepare = getattr(backend, "prepare", None)
             if prepare is not None:
@@ -167,13 +179,14 @@ class RecordingWindows:
             return None
         duration = time.perf_counter() - span.clock
         written = span.backend.stop()
-        if written is None:
+        if written is None and not self.marks_only:
             raise CaptureError(f"the profiler wrote no trace for window {span.window['number']}")
-        recorded = RecordedSpan(span.window, written, span.backend, span.started_unix_s, duration)
+        trace = written or span.trace  # marks only: the parent run cuts it (nvtx-trace)
+        recorded = RecordedSpan(span.window, trace, span.backend, span.started_unix_s, duration)
         self.spans.append(recorded)
-        if self._on_written is not None:
+        if self._on_written is not None and self._claims_traces:
             self._on_written(recorded)
-        return written
+        return trace
 
     def _discard_prepared(self) -> None:
         prepared, self._prepared = self._prepared, None
@@ -217,7 +230,7 @@ def windows_for_run(
     config: RewriteConfig,
     folder: Path,
     name: str,
-    make_backend: Callable[[Path], ProfilerBackend],
+    make_backend: Callable[[Path, int], ProfilerBackend],
     on_written: Callable[[RecordedSpan], object] | None = None,
 ) -> RecordingWindows:
     """The recording windows of one ``ncompass run`` process.
@@ -247,10 +260,90 @@ def windows_for_run(
         return folder
 
     trigger = options.trigger(control)
-    return RecordingWindows(trigger, make_backend, folder, name, on_written)
+    if profiler == "torch":
+        return RecordingWindows(trigger, make_backend, folder, name, on_written)
+    return RecordingWindows(
+        trigger,
+        lambda trace, number: NvtxWindowRange(window_range_name(number)),
+        folder,
+        name,
+        on_written,
+        marks_only=True,
+        claims_traces=profiler == "nvtx-trace",
+    )
 
 
-WINDOW_PROFILERS = ("torch",)
+WINDOW_PROFILERS = ("torch", "nvtx", "nvtx-trace")
+
+
+def window_range_name(number: int) -> str:
+    """The NVTX range that marks span ``number`` when NVTX records the whole run."""
+    return f"ncompass.recording-window#{number}"
+
+
+class NvtxWindowRange:
+    """A span under ``--profiler nvtx`` or ``nvtx-trace``: an NVTX range around the window,
+    and ``cudaProfilerStart``/``Stop`` where CUDA is initialised, so that
+    ``nsys profile --capture-range=cudaProfilerApi`` records the same window."""
+
+    name = "nvtx"
+    marker_context = "nvtx"
+
+    def __init__(self, range_name: str) -> None:
+        from ncompass.runtime.sites import bind
+
+        self._enter, self._exit = bind("nvtx", range_name, async_safe=True)
+        self._handle: object = None
+
+    def start(self) -> None:
+        """Open the range and the CUDA profiler capture."""
+        self._handle = self._enter()
+        _cuda_profiler("start")
+
+    def stop(self) -> Path | None:
+        """Close them; the whole run's recording holds the window."""
+        _cuda_profiler("stop")
+        self._exit(self._handle)
+        return None
+
+
+def _cuda_profiler(action: str) -> None:
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return
+    import torch.cuda.profiler as cuda_profiler
+
+    getattr(cuda_profiler, action)()
+
+
+def cut_window_traces(trace: Path) -> list[Path]:
+    """The parent's side of ``nvtx-trace`` windows: cut each span marked in ``trace`` into the
+    ``<trace>-wN.json`` the child claimed (and wrote a sidecar for).
+
+    Raises:
+        CaptureError: the trace cannot be read back, or a window not written.
+    """
+    from ncompass.capture.windows import write_windows
+
+    stem = trace.name[: -len(".json")] if trace.name.endswith(".json") else trace.stem
+    cuts = [
+        _Cut(window_range_name(n), f"recording window {n}", trace.with_name(f"{stem}-w{n}.json"))
+        for n in range(1, _MOST_CUT_WINDOWS + 1)
+        if trace.with_name(f"{stem}-w{n}.json").exists()
+    ]
+    return write_windows(trace, cuts) if cuts else []
+
+
+_MOST_CUT_WINDOWS = 10_000
+
+
+@dataclass(frozen=True)
+class _Cut:
+    marker: str
+    title: str
+    output_path: Path
+
+
 """The ``--profiler`` values recording windows work with."""
 
 

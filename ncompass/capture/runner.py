@@ -189,7 +189,7 @@ def _recording_windows(
         config,
         folder,
         name,
-        lambda trace: _make_profiler(options, trace),
+        lambda trace, _number: _make_profiler(options, trace),
         lambda span: _write_window_sidecar(span, options, config, None),
     )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ncompass.capture.nvtx_recorder import find_compiler
 from ncompass.capture.runner import RunOptions, run
 from ncompass.capture.triggers import RecordingWindowOptions
 
@@ -282,8 +283,7 @@ def test_ctrl_c_inside_a_window_still_writes_its_trace(tmp_path: Path) -> None:
         (["--window", "step:1:0"], "COUNT must be at least 1"),
         (["--window", "step:0:2"], "FIRST counts calls from 1"),
         (["--window", "step:1:2", "--profiler", "none"], "--profiler none records nothing"),
-        (["--window", "step:1:2", "--profiler", "nvtx"], "works with --profiler torch only"),
-        (["--on-demand", "--nsys"], "works with --profiler torch only, not --nsys"),
+        (["--on-demand", "--nsys"], "nvtx-trace only, not --nsys"),
         (["--window", "step:1:2", "--repeat", "2"], "--repeat needs --every"),
         (["--window", "step:1:5", "--repeat", "2", "--every", "3"], "windows would overlap"),
         (["--repeat", "2", "--every", "3"], "go with --window"),
@@ -508,3 +508,32 @@ def test_gpu_monitor_samples_go_to_the_window_they_were_taken_in(
     assert all(first - margin_us <= e["ts"] <= last + margin_us for e in counters)
     # the run lasted three times the window: samples outside it are not in its trace
     assert max(e["ts"] for e in counters) - min(e["ts"] for e in counters) < 2.5e6
+
+
+@pytest.mark.skipif(
+    find_compiler() is None, reason="no C compiler on PATH: the NVTX recorder cannot be built"
+)
+def test_nvtx_trace_windows_are_cut_from_the_whole_recording(tmp_path: Path) -> None:
+    script, spec = _write(tmp_path)
+    ran = _cli(
+        tmp_path,
+        *("-c", str(spec), "-o", "traces", "--trace-name", "nv", "--profiler", "nvtx-trace"),
+        *("--window", "step:8:2", "--repeat", "2", "--every", "5", str(script), "20"),
+    )
+    assert ran.returncode == 0, ran.stderr
+    folder = tmp_path / "traces"
+    for number, tags in ((1, ["tag.8", "tag.9"]), (2, ["tag.13", "tag.14"])):
+        names = _annotations_any(folder / f"nv-w{number}.json")
+        assert names[0] == f"recording window {number}"
+        assert [n for n in names if n.startswith("tag.")] == tags
+        assert names.count("step") == 2
+        sidecar = json.loads((folder / f"nv-w{number}.ncompass.json").read_text())
+        assert sidecar["window"]["first_call"] == 8 + 5 * (number - 1)
+    assert (folder / "nv.json").exists()  # the whole recording stays
+
+
+def _annotations_any(trace: Path) -> list[str]:
+    """Range names of a trace in start order, whatever the profiler wrote them as."""
+    events = json.loads(trace.read_text())["traceEvents"]
+    ranges = [e for e in events if e.get("ph") in ("X", "b") and e.get("cat") != "Trace"]
+    return [e["name"] for e in sorted(ranges, key=lambda e: (e["ts"], -e.get("dur", 0)))]
