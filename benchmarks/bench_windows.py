@@ -14,6 +14,11 @@ A small marked step (one tensor op) called ``--calls`` times in a loop, each siz
 For each it prints the wall time of the whole command, the child's peak RSS (``wait4``), the
 window's trace size, and checks that the trace holds exactly the five chosen calls. Goals:
 peak RSS at most 150 MB above ``none`` whatever the number of calls, wall time at most 1.25x.
+
+Then, in this process, the per-call cost of the window's marker outside a window (its sites
+are wrapped to count calls) against the same ``torch`` marker unwrapped, and of a marker of
+another name bound while the hook is set (it must cost what it cost): best of 5 of 200,000
+enter/exit pairs each.
 """
 
 from __future__ import annotations
@@ -99,6 +104,46 @@ def _check_window(trace: Path, calls: int) -> None:
         raise SystemExit(f"{trace}: expected calls {first}..{first + COUNT - 1}, got {tags}")
 
 
+def _marker_costs() -> None:
+    import timeit
+
+    sys.path.insert(0, str(REPO))
+    import torch  # noqa: F401  (the markers' idle path reads torch's profiler flag)
+
+    from ncompass.capture.triggers import MarkerWindows
+    from ncompass.runtime.sites import bind
+
+    plain_enter, plain_exit = bind("torch", "bench.plain")
+    windows = MarkerWindows("bench.counted", 1 << 40, 1)  # counts, never opens
+    windows.install(_NoSink())
+    try:
+        counted_enter, counted_exit = bind("torch", "bench.counted")
+        other_enter, other_exit = bind("torch", "bench.other")
+    finally:
+        windows.uninstall()
+    calls = 200_000
+
+    def per_call(enter: object, exit: object) -> float:
+        loop = "for _ in range(n): exit(enter())"
+        namespace = {"enter": enter, "exit": exit, "n": calls}
+        return min(timeit.repeat(loop, globals=namespace, number=1, repeat=5)) / calls * 1e9
+
+    plain = per_call(plain_enter, plain_exit)
+    counted = per_call(counted_enter, counted_exit)
+    other = per_call(other_enter, other_exit)
+    print(f"idle torch marker: {plain:.0f} ns per call")
+    print(f"the window's marker, counting: {counted:.0f} ns ({counted / plain:.2f}x)")
+    print(f"another marker bound while the hook is set: {other:.0f} ns ({other / plain:.2f}x)")
+
+
+class _NoSink:
+    def prepare(self) -> None: ...
+    def open(self, record: object) -> bool:
+        return False
+
+    def close(self) -> None: ...
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -140,6 +185,7 @@ def main() -> None:
             f"goals: window wall <= {WALL_GOAL}x none, peak <= none + {MEMORY_GOAL_MB} MB; "
             f"the window trace holds exactly calls N/2 .. N/2+{COUNT - 1}"
         )
+        _marker_costs()
         if failed:
             raise SystemExit(1)
 

@@ -142,7 +142,6 @@ class MarkerWindows:
         self.marker = marker
         self.first = first
         self.count = count
-        self.calls = 0
         self._counter = itertools.count(1)
         self._windows = [(first + i * (every or 0), count) for i in range(repeat)]
         events: list[tuple[int, int, int]] = []
@@ -167,6 +166,11 @@ class MarkerWindows:
             sink.prepare()
         hook_sites(self.marker, self._wrap)
 
+    @property
+    def calls(self) -> int:
+        """The calls of the marker counted so far."""
+        return int(repr(self._counter)[len("count(") : -1]) - 1  # "count(N)": N comes next
+
     def uninstall(self) -> str | None:
         """Stop counting new sites; say so if no window opened."""
         from ncompass.runtime.sites import hook_sites
@@ -188,7 +192,6 @@ class MarkerWindows:
 
         def counted_enter(*args: Any) -> object:
             call = next(counter)  # atomic: threads never count one call twice
-            windows.calls = call
             if call < windows._next_call:
                 return enter(*args)
             closes = windows._at_call(call)
