@@ -19,7 +19,9 @@ its own calls.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,6 +145,7 @@ class MarkerWindows:
         self.first = first
         self.count = count
         self._counter = itertools.count(1)
+        self._failed = False
         self._windows = [(first + i * (every or 0), count) for i in range(repeat)]
         events: list[tuple[int, int, int]] = []
         for number, (start, length) in enumerate(self._windows, 1):
@@ -213,15 +216,14 @@ class MarkerWindows:
         closes = False
         with self._lock:
             while self._next < len(self._events) and self._events[self._next][0] <= call:
-                at, kind, number = self._events[self._next]
+                # (a call on another thread may have counted past an event: it is done now)
+                _, kind, number = self._events[self._next]
                 self._next += 1
-                if at != call:
-                    continue  # counted past it (calls on other threads): skipped
                 sink = self._sink
-                if sink is None:
+                if sink is None or self._failed:
                     continue
                 if kind == _PREPARE:
-                    sink.prepare()
+                    self._guarded(sink.prepare)
                 elif kind == _OPEN:
                     start, length = self._windows[number - 1]
                     record: WindowRecord = {
@@ -231,7 +233,7 @@ class MarkerWindows:
                         "first_call": start,
                         "last_call": start + length - 1,
                     }
-                    if sink.open(record):
+                    if self._guarded(functools.partial(sink.open, record)):
                         self._opened += 1
                 else:
                     closes = True
@@ -241,8 +243,18 @@ class MarkerWindows:
         return closes
 
     def _close(self) -> None:
-        if self._sink is not None:
-            self._sink.close()
+        if self._sink is not None and not self._failed:
+            self._guarded(self._sink.close)
+
+    def _guarded(self, action: Callable[[], object]) -> object:
+        """Run a span change inside the marker's call: a failure is one warning line and ends
+        the windows, never an exception in the profiled code."""
+        try:
+            return action()
+        except Exception as error:
+            self._failed = True
+            print(f"ncompass: warning: recording windows stopped: {error}", file=sys.stderr)
+            return None
 
 
 class TimedWindow:

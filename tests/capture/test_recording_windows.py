@@ -537,3 +537,40 @@ def _annotations_any(trace: Path) -> list[str]:
     events = json.loads(trace.read_text())["traceEvents"]
     ranges = [e for e in events if e.get("ph") in ("X", "b") and e.get("cat") != "Trace"]
     return [e["name"] for e in sorted(ranges, key=lambda e: (e["ts"], -e.get("dur", 0)))]
+
+
+def test_a_window_that_cannot_open_warns_and_the_program_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = """
+    import torch
+    from torch.autograd.profiler import profile
+
+    def step(n, x):
+        return x + n
+
+    def tag(n): ...
+    def between(x): ...
+    def outer(x): ...
+
+    x = torch.ones(2)
+    with profile(use_kineto=True):  # the program's own profiler: ncompass cannot start one
+        for n in range(1, 6):
+            x = step(n, x)
+    print("finished")
+    """
+    script, spec = _write(tmp_path, source)
+    result = run(
+        RunOptions(
+            specs=[spec],
+            script=str(script),
+            output_dir=tmp_path / "traces",
+            trace_name="clash",
+            recording_windows=RecordingWindowOptions("step", 3, 2),
+        )
+    )
+    captured = capsys.readouterr()
+    assert result.exit_code == 0
+    assert "finished" in captured.out
+    assert "recording windows stopped: a torch profiler is already recording" in captured.err
+    assert result.window_traces == []

@@ -126,7 +126,8 @@ class TorchProfiler:
         program that may never compile anything.
 
         Raises:
-            CaptureError: torch is not installed.
+            CaptureError: torch is not installed, or another torch profiler is recording
+                (preparing would reset it).
         """
         try:
             import torch
@@ -135,6 +136,8 @@ class TorchProfiler:
             raise CaptureError(
                 "--profiler torch needs PyTorch: pip install torch (or use --profiler nvtx/none)"
             ) from None
+        if TorchProfiler._active is not None or torch._C._autograd._profiler_enabled():
+            raise CaptureError("a torch profiler is already recording in this process")
         self._profile = profile(
             use_kineto=True,
             use_device="cuda" if torch.cuda.is_available() else None,
