@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test lint typecheck layers unit browser-test bench clean
+.PHONY: setup demo test lint typecheck layers unit browser-test bench gpu-check clean
 
 setup: $(VENV)/.installed
 
@@ -46,5 +46,27 @@ test: lint typecheck layers unit
 bench: setup
 	$(PY) benchmarks/run_all.py
 
+# Every GPU path on this machine's GPU (docs/performance.md, "GPU check"). With a GPU (nvidia-smi
+# lists one) it sets up $(GPU_VENV) with the CUDA build of torch from the package index (the
+# machine's pip configuration may point at a CPU build: it is bypassed for this one venv); without
+# one it reports every check skipped, and why, from the CPU venv.
+GPU_VENV ?= .venv-gpu
+GPU_PY := $(GPU_VENV)/bin/python
+
+gpu-check:
+	@if nvidia-smi -L >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory $(GPU_VENV)/.installed && $(GPU_PY) benchmarks/gpu_check.py; \
+	else \
+		$(MAKE) --no-print-directory setup && $(PY) benchmarks/gpu_check.py; \
+	fi
+
+$(GPU_VENV)/.installed: pyproject.toml setup.py Makefile
+	$(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_PY) -m pip install --quiet --upgrade pip
+	env -u PIP_FIND_LINKS -u PIP_CONSTRAINT PIP_CONFIG_FILE=/dev/null \
+		$(GPU_PY) -m pip install --quiet "$(TORCH_PIN)"
+	$(GPU_PY) -m pip install --quiet -e '.[dev,kernels]'
+	touch $@
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache traces
+	rm -rf $(VENV) $(GPU_VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache traces

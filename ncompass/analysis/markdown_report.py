@@ -16,6 +16,7 @@ from ncompass.analysis.summary_types import (
     KernelOperation,
     MarkerRow,
     StructuredSummary,
+    TraceInfo,
 )
 
 _NAME_WIDTH = 80
@@ -40,14 +41,7 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
         + (f"{trace['gpu_events']} GPU events" if has_gpu else "CPU only (no GPU events)")
     )
     lines.append("")
-    phases = trace.get("compile_phases") or {}
-    if phases.get("ranges"):
-        lines += [
-            f"torch.compile compiled during the trace: {phases['ranges']} ranges of its own "
-            f"phases ({format_duration(phases['total_us'])} inside them), kept apart from the "
-            "markers as setup.",
-            "",
-        ]
+    lines += _setup_lines(trace)
     focus = structured.get("focus") or {}
     if focus.get("target_module") or focus.get("feedback_text"):
         lines += _focus_section(focus, structured["markers"], has_gpu)
@@ -59,11 +53,39 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
         lines += [f"- {text}" for text in structured["recommendations"]]
         lines.append("")
     operations = structured["operations"]
-    lines += _marker_table([op for op in operations if op["kind"] == "marker"][:top], has_gpu)
+    compiling = (trace.get("setup") or {}).get("compile_in_marker_us") or None
+    marker_rows = [op for op in operations if op["kind"] == "marker"][:top]
+    lines += _marker_table(marker_rows, has_gpu, compiling=compiling)
     lines += _compiled_section(structured["markers"], top)
     lines += _kernel_table([op for op in operations if op["kind"] == "kernel"][:top])
     lines += _operator_table([op for op in operations if op["kind"] == "cpu_op"][:top])
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _setup_lines(trace: TraceInfo) -> list[str]:
+    """torch.compile's time apart from the steady state, and how much markers cover."""
+    setup = trace.get("setup")
+    lines = []
+    wall = trace["cpu_wall_us"]
+    if setup and setup["compile_us"] > 0:
+        steady = max(wall - setup["compile_us"], 0.0)
+        lines.append(
+            f"Setup: torch.compile compiled for {format_duration(setup['compile_us'])} "
+            f"({_percent(setup['compile_us'], wall)} of the CPU wall time, "
+            f"{setup['compilations']} compilation{'s' if setup['compilations'] != 1 else ''}); "
+            f"steady state {format_duration(steady)}. Compilation is kept out of the operators "
+            "and the findings; the markers table shows how much of each marker it was."
+        )
+    if setup and wall > 0 and trace["markers"]:
+        lines.append(
+            f"Inside markers: {_percent(setup['in_markers_us'], wall)} of the CPU wall time; "
+            f"outside every marker: {_percent(setup['outside_markers_us'], wall)}."
+        )
+    return [*lines, ""] if lines else []
+
+
+def _percent(part: float, whole: float) -> str:
+    return f"{part / whole:.1%}" if whole > 0 else "-"
 
 
 def _focus_section(focus: Focus, markers: list[MarkerRow], has_gpu: bool) -> list[str]:
@@ -130,24 +152,31 @@ def _bottleneck_section(bottlenecks: list[BottleneckRow]) -> list[str]:
 
 
 def _marker_table(
-    rows: Sequence[MarkerRow], has_gpu: bool, title: str | None = "Markers"
+    rows: Sequence[MarkerRow],
+    has_gpu: bool,
+    title: str | None = "Markers",
+    compiling: dict[str, float] | None = None,
 ) -> list[str]:
-    """The marker table; its GPU columns only when the trace has GPU events."""
+    """The marker table; its GPU columns only when the trace has GPU events, its compiling
+    column (torch.compile's time inside each marker) only when some marker held a compilation."""
     if not rows:
         return []
     lines = [f"## {title}", ""] if title else []
     gpu_header = " GPU total | GPU events |" if has_gpu else ""
     gpu_rule = "---:|---:|" if has_gpu else ""
+    compile_header, compile_rule = (" of it compiling |", "---:|") if compiling else ("", "")
     lines += [
-        f"| marker | calls | CPU total | CPU self |{gpu_header} CPU share |",
-        f"|---|---:|---:|---:|{gpu_rule}---:|",
+        f"| marker | calls | CPU total |{compile_header} CPU self |{gpu_header} CPU share |",
+        f"|---|---:|---:|{compile_rule}---:|{gpu_rule}---:|",
     ]
     for row in rows:
         share = row.get("share_of_cpu_time")
         gpu = f" {format_duration(row['gpu_total_us'])} | {row['gpu_events']} |" if has_gpu else ""
+        inside = (compiling or {}).get(row["name"], 0.0)
+        compile_cell = (f" {format_duration(inside)} |" if inside else " |") if compiling else ""
         lines.append(
-            f"| {_cell(row['name'])} | {row['calls']} | {format_duration(row['cpu_total_us'])} | "
-            f"{format_duration(row['cpu_self_us'])} |{gpu} "
+            f"| {_cell(row['name'])} | {row['calls']} | {format_duration(row['cpu_total_us'])} |"
+            f"{compile_cell} {format_duration(row['cpu_self_us'])} |{gpu} "
             f"{'' if share is None else f'{share:.1%}'} |"
         )
     return [*lines, ""]

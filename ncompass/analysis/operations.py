@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ncompass.analysis.markers import MarkerStats
+from ncompass.analysis.setup_time import SetupTime
 from ncompass.analysis.summary_types import Operation
 from ncompass.traces.link import KERNEL_CLASSES, LinkedTrace
 
@@ -58,8 +59,12 @@ def build_operations(
     markers: dict[str, MarkerStats],
     kernels: dict[str, KernelStats],
     top: int,
+    setup: SetupTime | None = None,
 ) -> list[Operation]:
     """The summary's ``operations``: the top markers, GPU events and CPU operators.
+
+    With ``setup``, CPU operators count only their calls outside torch.compile's compilation
+    (the phases themselves drop out); ``max_us`` is still over every call.
 
     Shares: markers and CPU operators relative to the trace's CPU wall time (nested ranges
     overlap, so CPU shares may add up to more than 1); GPU time relative to the summed duration
@@ -100,17 +105,24 @@ def build_operations(
                 "share_of_gpu_time": _share(entry.total_us, gpu_busy),
             }
         )
-    operators = sorted(trace.cpu_operators.items(), key=lambda item: -item[1].total_us)
-    for name, totals in operators[:top]:
+    steady = {
+        name: setup.operator_steady(name, totals.total_us, totals.calls)
+        if setup is not None
+        else (totals.total_us, totals.calls)
+        for name, totals in trace.cpu_operators.items()
+    }
+    ranked = sorted((name for name in steady if steady[name][1] > 0), key=lambda n: -steady[n][0])
+    for name in ranked[:top]:
+        total, calls = steady[name]
         operations.append(
             {
                 "kind": "cpu_op",
                 "name": name,
-                "calls": totals.calls,
-                "total_us": totals.total_us,
-                "mean_us": totals.total_us / totals.calls if totals.calls else 0.0,
-                "max_us": totals.max_us,
-                "share_of_cpu_time": _share(totals.total_us, wall),
+                "calls": calls,
+                "total_us": total,
+                "mean_us": total / calls,
+                "max_us": trace.cpu_operators[name].max_us,
+                "share_of_cpu_time": _share(total, wall),
             }
         )
     return operations

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ncompass.analysis.breakdown import RankBreakdown
 from ncompass.analysis.markers import MarkerStats
 from ncompass.analysis.operations import KernelStats
+from ncompass.analysis.setup_time import WHOLE_RUN_MARKERS, SetupTime, setup_time
 from ncompass.analysis.summary_types import BottleneckRow
 from ncompass.traces.link import NO_LINK, LinkedTrace, marker_group
 
@@ -90,6 +92,11 @@ class RuleInput:
     breakdown: RankBreakdown
     markers: dict[str, MarkerStats]
     kernels: dict[str, KernelStats]
+
+    @cached_property
+    def setup(self) -> SetupTime:
+        """torch.compile's time and the markers' coverage (see :mod:`.setup_time`)."""
+        return setup_time(self.trace)
 
 
 Rule = Callable[[RuleInput], list[Bottleneck]]
@@ -290,21 +297,47 @@ def synchronization_in_marker(facts: RuleInput) -> list[Bottleneck]:
 
 
 def dominant_marker(facts: RuleInput) -> list[Bottleneck]:
-    """One marker takes most of the time: the place to add finer markers."""
-    candidates = [stats for stats in facts.markers.values() if stats.name != _PROFILER_STEPS]
-    if not candidates:
+    """One marker takes most of the time: the place to add finer markers.
+
+    The whole-run ranges are the run itself, never a finding. Times are steady-state times:
+    torch.compile's compilation (setup, reported apart) is taken out of the markers that hold it
+    and out of the reference.
+    """
+    setup = facts.setup
+    steady = {
+        stats.name: setup.steady_us(stats.name, stats.cpu_total_us)
+        for stats in facts.markers.values()
+        if stats.name not in WHOLE_RUN_MARKERS
+    }
+    if not steady:
         return []
     steps = facts.markers.get(_PROFILER_STEPS)
     trace = facts.trace
     wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
-    whole = steps.cpu_total_us if steps is not None else wall
+    if steps is not None:
+        whole = setup.steady_us(steps.name, steps.cpu_total_us)
+    else:
+        whole = max(wall - setup.compile_us, 0.0)
     if whole <= 0:
         return []
-    top = max(candidates, key=lambda stats: stats.cpu_total_us)
-    share = top.cpu_total_us / whole
+    name = max(steady, key=lambda key: steady[key])
+    top = facts.markers[name]
+    share = steady[name] / whole
     if share < DOMINANT_MARKER_SHARE:
         return []
     unexplained = top.cpu_self_us / top.cpu_total_us if top.cpu_total_us else 0.0
+    reference = "ProfilerStep time" if steps is not None else "trace CPU wall time"
+    evidence = {
+        "marker_cpu_total_us": top.cpu_total_us,
+        "reference_us": whole,
+        "reference": reference + (" less compilation" if setup.compile_us else ""),
+        "share": min(share, 1.0),
+        "unexplained_by_nested_markers": unexplained,
+        "gpu_total_us": top.gpu_total_us,
+        "calls": top.calls,
+    }
+    if setup.compile_us:
+        evidence["compile_inside_us"] = top.cpu_total_us - steady[name]
     return [
         Bottleneck(
             rule="dominant-marker",
@@ -312,15 +345,7 @@ def dominant_marker(facts: RuleInput) -> list[Bottleneck]:
             subject_kind="marker",
             subject=top.name,
             title=f"'{top.name}' takes {share:.0%} of the profiled CPU time",
-            evidence={
-                "marker_cpu_total_us": top.cpu_total_us,
-                "reference_us": whole,
-                "reference": "ProfilerStep time" if steps is not None else "trace CPU wall time",
-                "share": min(share, 1.0),
-                "unexplained_by_nested_markers": unexplained,
-                "gpu_total_us": top.gpu_total_us,
-                "calls": top.calls,
-            },
+            evidence=evidence,
             recommendation=(
                 f"Drill into '{top.name}': {unexplained:.0%} of its time is not covered by "
                 "finer markers yet; add markers to the functions, calls or line ranges it runs."
@@ -396,28 +421,20 @@ def exposed_communication(facts: RuleInput) -> list[Bottleneck]:
     ]
 
 
-def no_gpu_activity(facts: RuleInput) -> list[Bottleneck]:
-    """A trace without GPU events (or without any event): only the CPU side can be analysed."""
+def empty_trace(facts: RuleInput) -> list[Bottleneck]:
+    """A trace without any event: there is nothing to analyse."""
     trace = facts.trace
-    if len(trace.gpu):
+    if len(trace.gpu) or trace.event_counts:
+        # a CPU-only trace is said once, in the report's first line: no advice to move to a GPU
         return []
-    if trace.event_counts:
-        rule, title = "no-gpu-activity", "The trace has no GPU events; only CPU time is analysed"
-        evidence = {"gpu_events": 0, "markers": len(trace.markers)}
-        advice = (
-            "If the model should run on a GPU, check that tensors and the model are moved "
-            "to the device and that the profiler records CUDA activity."
-        )
-    else:
-        rule, title = "empty-trace", "The trace holds no events: there is nothing to analyse"
-        evidence = {"events": 0}
-        advice = (
-            "Check that the profiler was running while the code of interest ran (for "
-            "torch.profiler with a schedule, that enough steps were taken to reach the active "
-            "ones) and that the trace was exported after it stopped."
-        )
+    title = "The trace holds no events: there is nothing to analyse"
+    advice = (
+        "Check that the profiler was running while the code of interest ran (for "
+        "torch.profiler with a schedule, that enough steps were taken to reach the active "
+        "ones) and that the trace was exported after it stopped."
+    )
     return [
-        Bottleneck(rule, "low", "trace", str(trace.path), title, evidence, recommendation=advice)
+        Bottleneck("empty-trace", "low", "trace", str(trace.path), title, {"events": 0}, advice)
     ]
 
 
@@ -429,7 +446,7 @@ RULES: tuple[Rule, ...] = (
     pageable_memcpy,
     dominant_marker,
     dominant_kernel,
-    no_gpu_activity,
+    empty_trace,
 )
 """Every rule, in the order findings of equal severity are listed."""
 

@@ -57,14 +57,15 @@ def summarize_trace(
     breakdown = rank_breakdown(trace, rank)
     markers = marker_stats(trace)
     kernels = kernel_stats(trace)
-    bottlenecks = find_bottlenecks(RuleInput(trace, breakdown, markers, kernels))
+    facts = RuleInput(trace, breakdown, markers, kernels)
+    bottlenecks = find_bottlenecks(facts)
     recommendations = list(dict.fromkeys(finding.recommendation for finding in bottlenecks))
     compiled_only: list[MarkerStats] = []
     if may_hold_compiled_kernels(trace):  # a second pass, only over traces of compiled code
         compiled_only = add_compiled_kernels(markers, compiled_kernel_stats(path))
     wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
     structured: StructuredSummary = {
-        "operations": build_operations(trace, markers, kernels, top),
+        "operations": build_operations(trace, markers, kernels, top, facts.setup),
         "bottlenecks": [finding.to_dict() for finding in bottlenecks],
         "recommendations": recommendations,
         "markers": [stats.to_dict() for stats in [*markers.values(), *compiled_only]],
@@ -82,6 +83,7 @@ def summarize_trace(
                 "ranges": sum(phase.calls for phase in trace.compile_phases.values()),
                 "total_us": sum(phase.total_us for phase in trace.compile_phases.values()),
             },
+            "setup": facts.setup.to_dict(),
         },
         "focus": _focus(feedback_context, list(markers)),
         "timeline": busy_timeline(trace),

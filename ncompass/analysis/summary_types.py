@@ -127,6 +127,16 @@ class CompilePhases(TypedDict):
     total_us: float
 
 
+class SetupRow(TypedDict):
+    """Time spent once, apart from the steady state (``analysis/setup_time.py``), in µs."""
+
+    compile_us: float
+    compilations: int
+    in_markers_us: float
+    outside_markers_us: float
+    compile_in_marker_us: dict[str, float]
+
+
 class TraceInfo(TypedDict):
     """The summary's ``trace``: which file, which rank, and how much was in it."""
 
@@ -138,6 +148,7 @@ class TraceInfo(TypedDict):
     launches: int
     event_counts: dict[str, int]
     compile_phases: CompilePhases
+    setup: SetupRow
 
 
 class Focus(TypedDict, total=False):
@@ -209,6 +220,7 @@ __all__ = [
     "Narrative",
     "Operation",
     "RankBreakdownRow",
+    "SetupRow",
     "StructuredSummary",
     "Summary",
     "Timeline",

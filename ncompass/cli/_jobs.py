@@ -11,6 +11,7 @@ import click
 import orjson
 
 from ncompass.cli._cluster_terminal import ADDRESS, OUTPUT_DIR, TOP, TerminalReporter
+from ncompass.remote.job_plan import JOB_STOP_WAIT_S
 
 if TYPE_CHECKING:
     from ncompass.remote.jobs import JobsClient
@@ -94,7 +95,11 @@ def logs_command(job_id: str, address: str | None, follow: bool) -> None:
 @click.argument("job_id")
 @ADDRESS
 @click.option(
-    "--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the end."
+    "--timeout",
+    type=float,
+    default=float(JOB_STOP_WAIT_S + 10),
+    show_default=True,
+    help="Seconds to wait for the end (the ranks write and pack their traces first).",
 )
 def stop_command(job_id: str, address: str | None, timeout: float) -> None:
     """Stop JOB_ID (its ranks are interrupted, so their traces are still written)."""

@@ -14,11 +14,18 @@ from typing import Any
 
 from ncompass import environment_variables
 from ncompass._version import __version__
+from ncompass.remote.ranks import STOP_TIMEOUT_S
 
 REMOTE_ENV = environment_variables.NCOMPASS_REMOTE
 JOB_ID_ENV = environment_variables.NCOMPASS_JOB_ID
 METADATA_KEY = "ncompass"
 LAUNCH_MODULE = "ncompass.remote.launch"
+# Ray's job supervisor reads this from the job's environment when it stops a job: how long the
+# job's processes get after SIGTERM before SIGKILL (3 s by default). A stopped job's ranks get
+# the launcher's stop timeout to write their traces, and the launcher then packs them.
+RAY_STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+PACK_ALLOWANCE_S = 90
+JOB_STOP_WAIT_S = int(STOP_TIMEOUT_S) + PACK_ALLOWANCE_S
 
 
 @dataclass(frozen=True)
@@ -98,8 +105,16 @@ class JobPlan:
         )
 
     def environment(self) -> dict[str, str]:
-        """Environment variables of the job and every task it starts."""
-        return {**self.env, REMOTE_ENV: "1", JOB_ID_ENV: self.job_id}
+        """Environment variables of the job and every task it starts.
+
+        Unless the user set it, the job's stop wait covers writing and packing the traces.
+        """
+        return {
+            RAY_STOP_WAIT_ENV: str(JOB_STOP_WAIT_S),
+            **self.env,
+            REMOTE_ENV: "1",
+            JOB_ID_ENV: self.job_id,
+        }
 
     def metadata(self, app_name: str) -> dict[str, str]:
         """Ray job metadata (strings only): lets ``jobs list`` and ``jobs fetch`` know the job."""
@@ -153,8 +168,10 @@ def run_arguments(
 
 __all__ = [
     "JOB_ID_ENV",
+    "JOB_STOP_WAIT_S",
     "LAUNCH_MODULE",
     "METADATA_KEY",
+    "RAY_STOP_WAIT_ENV",
     "REMOTE_ENV",
     "JobPlan",
     "RankLayout",

@@ -42,7 +42,9 @@ def test_torch_trace_summary_lists_its_markers(torch_trace: Path) -> None:
     assert_seed_shape(summary)
     markers = {op["name"] for op in summary["structured"]["operations"] if op["kind"] == "marker"}
     assert markers == {"model.forward", "model.linear", "model.activation"}
-    assert "no-gpu-activity" in {b["rule"] for b in summary["structured"]["bottlenecks"]}
+    rules = {finding["rule"] for finding in summary["structured"]["bottlenecks"]}
+    assert rules == {"dominant-marker"}  # CPU only: said once, in the first line, not as advice
+    assert summary["markdown"].count("CPU only (no GPU events)") == 1
     assert "model.forward" in summary["markdown"]
 
 

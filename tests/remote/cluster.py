@@ -88,8 +88,6 @@ class LocalRayCluster:
                 "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
                 "RAY_AUTH_MODE": "token",
                 "RAY_AUTH_TOKEN": self.token,
-                # Jobs get Ray's default 3 s to stop; traces of a stopped job need a bit more.
-                "RAY_JOB_STOP_WAIT_TIME_S": "20",
             }
         )
         return env

@@ -1,0 +1,168 @@
+"""Time spent once, apart from the steady state: torch.compile's compilation, and the share of the
+run that no marker covers.
+
+``torch.compile`` records its own phases as CPU operators: ``dynamo`` and
+``entire_frame_compile`` around a whole compilation, and every phase inside (``backend_compile``,
+``inductor_compile``, ``code_gen``, ...) twice, as ``NAME`` and ``NAME (dynamo_timed)``. They are
+setup, not the program's work: they stay out of the operator table and the bottleneck rules, and
+the summary reports their time apart. The outermost phase wraps the others, so the compile time
+is the largest phase total. Where a marker holds a compilation (the first call of a compiled
+model), a second pass over the trace, made only when it compiled, finds the outermost phases'
+ranges, so that the marker's steady-state time is its time outside them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from ncompass.analysis.summary_types import SetupRow
+from ncompass.traces.events import microseconds
+from ncompass.traces.link import LinkedTrace
+from ncompass.traces.reader import TraceReader
+
+_TIMED_SUFFIX = " (dynamo_timed)"
+_COMPILE_ROOTS = frozenset({"dynamo", "entire_frame_compile"})
+# the whole-run range of `--full-trace` and of sessions: the run itself, never a finding
+WHOLE_RUN_MARKERS = frozenset({"ncompass.full_trace", "ProfilerStep#*"})
+
+
+def compile_operator_names(names: Iterable[str]) -> frozenset[str]:
+    """The CPU operator names among ``names`` that are torch.compile's own phases."""
+    present = set(names)
+    return frozenset(
+        name
+        for name in present
+        if name.endswith(_TIMED_SUFFIX) or name in _COMPILE_ROOTS or name + _TIMED_SUFFIX in present
+    )
+
+
+@dataclass(frozen=True)
+class SetupTime:
+    """What a trace spent once, and how much of it markers cover.
+
+    Attributes:
+        compile_us: torch.compile's compilation (the largest phase total; 0 without one).
+        compilations: How many times torch.compile compiled (calls of its outermost phase).
+        in_markers_us: CPU wall time inside at least one marker (the whole-run ranges aside).
+        wall_us: The trace's CPU wall time.
+        compile_in_marker_us: Per marker name, the compile time inside its ranges.
+        compile_operator_us: Per CPU operator name, its time inside the compilation (the
+            phases themselves, and the operators compilation ran: fake-tensor tracing, ...).
+        compile_operator_calls: Per CPU operator name, its calls inside the compilation.
+    """
+
+    compile_us: float
+    compilations: int
+    in_markers_us: float
+    wall_us: float
+    compile_in_marker_us: dict[str, float] = field(default_factory=dict)
+    compile_operator_us: dict[str, float] = field(default_factory=dict)
+    compile_operator_calls: dict[str, int] = field(default_factory=dict)
+
+    def operator_steady(self, name: str, total_us: float, calls: int) -> tuple[float, int]:
+        """A CPU operator's time and calls outside the compilation."""
+        inside = self.compile_operator_us.get(name, 0.0)
+        return max(total_us - inside, 0.0), calls - self.compile_operator_calls.get(name, 0)
+
+    def steady_us(self, marker: str, cpu_total_us: float) -> float:
+        """A marker's CPU time outside torch.compile's compilation."""
+        return max(cpu_total_us - self.compile_in_marker_us.get(marker, 0.0), 0.0)
+
+    @property
+    def outside_markers_us(self) -> float:
+        """CPU wall time outside every marker."""
+        return max(self.wall_us - self.in_markers_us, 0.0)
+
+    def to_dict(self) -> SetupRow:
+        """JSON-ready dict (the summary's ``trace.setup``)."""
+        return {
+            "compile_us": self.compile_us,
+            "compilations": self.compilations,
+            "in_markers_us": self.in_markers_us,
+            "outside_markers_us": self.outside_markers_us,
+            "compile_in_marker_us": dict(self.compile_in_marker_us),
+        }
+
+
+def setup_time(trace: LinkedTrace) -> SetupTime:
+    """The compile time and the marker coverage of ``trace``."""
+    phases = compile_operator_names(trace.cpu_operators)
+    compile_us = max((trace.cpu_operators[name].total_us for name in phases), default=0.0)
+    roots = [trace.cpu_operators[name].calls for name in phases & _COMPILE_ROOTS]
+    compilations = max(roots, default=1 if compile_us else 0)
+    wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
+    inside: dict[str, float] = {}
+    operators: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    if compile_us > 0:  # two more passes over the file, only for a trace that compiled
+        spans = _compile_spans(trace, phases)
+        for marker in trace.markers:
+            overlap = _overlap(spans, marker.start, marker.start + marker.duration)
+            if overlap > 0:
+                inside[marker.name] = inside.get(marker.name, 0.0) + overlap
+        operators, calls = _operators_inside(trace, spans)
+    covered = _covered_us(trace)
+    return SetupTime(compile_us, compilations, covered, wall, inside, operators, calls)
+
+
+def _cpu_ops(trace: LinkedTrace) -> Iterator[tuple[str, float, float]]:
+    """Every complete CPU operator event: name, start (relative), duration."""
+    for batch in TraceReader(trace.path, progress=False).batches():
+        for event in batch:
+            if event.get("cat") == "cpu_op" and event.get("ph") == "X":
+                start = microseconds(event.get("ts")) - trace.origin_us
+                yield str(event.get("name")), start, microseconds(event.get("dur"))
+
+
+def _compile_spans(trace: LinkedTrace, phases: frozenset[str]) -> list[tuple[float, float]]:
+    """The compile phases' ranges, merged, in the trace's relative time."""
+    spans = sorted(
+        (start, start + length) for name, start, length in _cpu_ops(trace) if name in phases
+    )
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _operators_inside(
+    trace: LinkedTrace, spans: list[tuple[float, float]]
+) -> tuple[dict[str, float], dict[str, int]]:
+    """Per CPU operator name, the time and calls of its events wholly inside a compile span."""
+    starts = [begin for begin, _ in spans]
+    inside: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    for name, start, length in _cpu_ops(trace):
+        index = bisect_right(starts, start) - 1
+        if index >= 0 and start + length <= spans[index][1]:
+            inside[name] = inside.get(name, 0.0) + length
+            calls[name] = calls.get(name, 0) + 1
+    return inside, calls
+
+
+def _overlap(spans: list[tuple[float, float]], start: float, end: float) -> float:
+    return sum(max(0.0, min(end, stop) - max(start, begin)) for begin, stop in spans)
+
+
+def _covered_us(trace: LinkedTrace) -> float:
+    """The union, over all threads, of the marker ranges (whole-run ranges aside)."""
+    spans = sorted(
+        (marker.start, marker.start + marker.duration)
+        for marker in trace.markers
+        if marker.name not in WHOLE_RUN_MARKERS
+    )
+    covered, end = 0.0, float("-inf")
+    for start, stop in spans:
+        if stop <= end:
+            continue
+        covered += stop - max(start, end)
+        end = stop
+    return covered
+
+
+__all__ = ["WHOLE_RUN_MARKERS", "SetupTime", "compile_operator_names", "setup_time"]
