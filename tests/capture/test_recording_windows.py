@@ -393,7 +393,21 @@ def test_two_captures_on_demand_from_another_process(tmp_path: Path) -> None:
             )
             assert captured.returncode == 0, captured.stderr
             traces.append(Path(captured.stdout.strip()))
-        assert [trace.name for trace in traces] == ["srv-w1.json", "srv-w2.json"]
+        # a capture without --duration records until Ctrl-C
+        until_interrupted = subprocess.Popen(
+            [sys.executable, "-m", "ncompass", "capture", str(server.pid)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_environment(),
+        )
+        assert until_interrupted.stderr is not None
+        _wait_for_line(until_interrupted.stderr, "until Ctrl-C")
+        until_interrupted.send_signal(signal.SIGINT)
+        out, _ = until_interrupted.communicate(timeout=300)
+        assert until_interrupted.returncode == 0
+        traces.append(Path(out.strip()))
+        assert [trace.name for trace in traces] == ["srv-w1.json", "srv-w2.json", "srv-w3.json"]
         for number, trace in enumerate(traces, 1):
             trace = tmp_path / trace if not trace.is_absolute() else trace
             assert _annotations(trace).count("step") >= 1
