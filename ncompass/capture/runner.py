@@ -159,7 +159,7 @@ def run(options: RunOptions) -> RunResult:
     )
     if windows is not None:  # the sidecars written as each span ended now get the exit code
         for span in windows.spans:
-            _write_window_sidecar(span, options, config, outcome)
+            _write_window_sidecar(span, options, config, outcome, markers)
         result.window_traces = [span.trace for span in windows.spans]
         result.window_warning = windows.warning
     return result
@@ -195,10 +195,15 @@ def _recording_windows(
 
 
 def _write_window_sidecar(
-    span: RecordedSpan, options: RunOptions, config: RewriteConfig, outcome: ScriptOutcome | None
+    span: RecordedSpan,
+    options: RunOptions,
+    config: RewriteConfig,
+    outcome: ScriptOutcome | None,
+    markers: list[MarkerRecord] | None = None,
 ) -> None:
-    """A span's sidecar: written when it ends (no exit code yet), again when the run ends."""
-    markers = REGISTRY.manifest()
+    """A span's sidecar: written when it ends (no exit code yet), again when the run ends
+    (with the run's markers: the registry is emptied by then)."""
+    markers = REGISTRY.manifest() if markers is None else markers
     kernels = _compiled_kernels(span.backend, markers)
     _write_sidecar(
         span.trace,

@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -53,6 +53,9 @@ from ncompass.session.sampler import stacks_path
 from ncompass.session.store import SessionError, SessionStore
 from ncompass.session.summaries import SummaryCache
 from ncompass.spec.models import RewriteConfig
+
+if TYPE_CHECKING:
+    from ncompass.capture.triggers import RecordingWindowOptions
 
 MAX_FEEDBACK_CHARS = 10_000
 """Longest feedback text a session accepts (a question, not a document)."""
@@ -116,6 +119,8 @@ class ProfilingSession:
         self._entry: EntryPoint | None = None
         self.last_run_output = ""
         self.last_run_errors = ""
+        self.recording_window: RecordingWindowOptions | None = None
+        """When set, each run records only this window (``session run --window``)."""
         self.last_proposal: Proposal | None = None
         self.include_setup = include_setup
         self._script: str | None = None
@@ -225,7 +230,8 @@ class ProfilingSession:
         if self.config_version == 0:  # the starting spec is kept as a version too
             self.config_version, _ = self.store.write_version(self.config)
         discover = (not self._predicted) if discovery is None else discovery
-        discovery_run = discover and profiler == "torch"
+        windows = self.recording_window  # the same steps measured every run, markers only
+        discovery_run = discover and profiler == "torch" and windows is None
         command = run_command(
             [str(self._spec_file())],
             output_dir=self.trace_output_dir,
@@ -235,9 +241,10 @@ class ProfilingSession:
             profiler=None if discovery_run else profiler,
             full_trace=self.config.full_trace_mode,
             entry="ncompass.session.discovery" if discovery_run else "ncompass run",
+            recording_windows=windows,
         )
         done = subprocess.run(command, capture_output=True, text=True, check=False)
-        trace_path = self.trace_output_dir / f"{name}.json"
+        trace_path = self.trace_output_dir / f"{name}{'-w1' if windows else ''}.json"
         if not trace_path.exists():
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
             raise SessionError(

@@ -135,6 +135,7 @@ def test_window_holds_exactly_the_chosen_calls_and_what_they_call(
         "last_call": 10,
     }
     assert sidecar["exit_code"] == 0
+    assert {marker["name"] for marker in sidecar["markers"]} >= {"step", "between", "tag.{n}"}
     assert not (tmp_path / "traces" / "loop.json").exists()
 
 
