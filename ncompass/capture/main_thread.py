@@ -42,7 +42,12 @@ class MainThreadCalls:
 
     def install(self) -> None:
         """Handle the signal (on the main thread, before the program runs)."""
-        self._previous = signal.signal(self._signal, self._handle)
+        try:
+            self._previous = signal.signal(self._signal, self._handle)
+        except ValueError:  # not the main thread
+            raise CaptureError(
+                "recording windows by time or on demand need the run on the main thread"
+            ) from None
         self._installed = True
 
     def uninstall(self) -> None:
