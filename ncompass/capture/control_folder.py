@@ -195,12 +195,17 @@ class CaptureRequest:
                 f"process {self.pid} is not an `ncompass run --on-demand` of yours; start the "
                 "run with --on-demand"
             )
-        self._folder = folder
         _write(folder / f"request-{self.token}.json", {"duration_s": self.duration})
+        self._folder = folder
         answer = self._wait(folder / f"opened-{self.token}.json")
         if "error" in answer:
             raise CaptureError(f"process {self.pid}: {answer['error']}")
         return int(answer["number"])
+
+    @property
+    def sent(self) -> bool:
+        """Whether the request reached the run's folder (a stop then means something)."""
+        return self._folder is not None
 
     def stop(self) -> None:
         """Ask the run to close the span now."""

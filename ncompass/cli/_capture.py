@@ -22,12 +22,14 @@ def capture_command(pid: int, duration: float | None) -> None:
     from ncompass.capture.control_folder import CaptureRequest
 
     request = CaptureRequest(pid, duration)
-    number = request.send()
-    until = f"for {duration:g} s" if duration is not None else "until Ctrl-C"
-    click.echo(f"ncompass: recording window {number} of run {pid} {until}", err=True)
-    try:
+    try:  # from the request on, Ctrl-C means "stop now", never "give up"
+        number = request.send()
+        until = f"for {duration:g} s" if duration is not None else "until Ctrl-C"
+        click.echo(f"ncompass: recording window {number} of run {pid} {until}", err=True)
         trace = request.wait_written()
     except KeyboardInterrupt:
+        if not request.sent:
+            raise
         request.stop()
         trace = request.wait_written()
     click.echo(str(trace))

@@ -125,7 +125,6 @@ def test_window_holds_exactly_the_chosen_calls_and_what_they_call(
     # what runs between the calls is recorded; after the last call's end, nothing
     assert names == ["step", "tag.8", "between", "step", "tag.9", "between", "step", "tag.10"]
     assert shown["recorded"] == [8, 9, 10]  # the profiler was off for every other call
-    assert shown["inductor"] is False  # starting the window's profiler did not import Inductor
     sidecar = json.loads((traces[0].parent / "loop-w1.ncompass.json").read_text())
     assert sidecar["window"] == {
         "number": 1,
@@ -273,6 +272,15 @@ def test_ctrl_c_inside_a_window_still_writes_its_trace(tmp_path: Path) -> None:
     trace = tmp_path / "traces" / "loop-w1.json"
     assert [n for n in _annotations(trace) if n.startswith("tag.")] == ["tag.8", "tag.9"]
     assert (tmp_path / "traces" / "loop-w1.ncompass.json").exists()
+
+
+def test_a_window_starts_the_profiler_without_importing_inductor(tmp_path: Path) -> None:
+    script, spec = _write(tmp_path)
+    ran = _cli(tmp_path, "-c", str(spec), "-o", "traces", "--window", "step:3:2", str(script), "8")
+    assert ran.returncode == 0, ran.stderr
+    shown = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert shown["recorded"] == [3, 4]
+    assert shown["inductor"] is False  # torch.profiler.profile's start would have imported it
 
 
 @pytest.mark.parametrize(
