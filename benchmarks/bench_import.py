@@ -4,7 +4,9 @@ Measures, as medians of interleaved repetitions (this machine is noisy: read the
 
 1. importing 250 non-target modules with the hook installed vs without (goal: <= 3 % slower);
 2. a cached rewritten import vs a plain cached import of the same module (goal: <= 1.3x);
-3. the first rewrite of a 3,500-line module, the stdlib's ``typing.py`` (goal: <= 0.6 s).
+3. the first rewrite of a 3,500-line module, the stdlib's ``typing.py`` (goal: <= 0.6 s);
+4. the checksum that guards each cache entry against damage, against the whole cache load of
+   the same entry (typing.py's): what the check adds to a cached import.
 
 Run: ``python benchmarks/bench_import.py [--repeats N]``.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -131,6 +134,36 @@ def bench_cached_rewrite(root: Path, repeats: int, qualname: str) -> dict[str, f
     }
 
 
+def bench_cache_check(root: Path, repeats: int) -> dict[str, float]:
+    """Goal 4: the entry checksum's share of loading typing.py's cache entry."""
+    from ncompass.importer import cache
+
+    source_path = root / "checked_copy.py"
+    source = Path(typing.__file__).read_bytes()
+    source_path.write_bytes(source)
+    key = b"k" * 32
+    code = compile(source, str(source_path), "exec")
+    cache.store(str(source_path), key, code, b"[]")
+    entry = Path(cache.cache_path(str(source_path))).read_bytes()
+    # magic (CPython's + 4 bytes), key (32), checksum (8), then the checked body
+    body = entry[len(importlib.util.MAGIC_NUMBER) + 4 + 32 + 8 :]
+    assert cache.checksum(body) == entry[len(importlib.util.MAGIC_NUMBER) + 36 :][:8]
+    loads, checks = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        hit = cache.load(str(source_path), key)
+        loads.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        cache.checksum(body)
+        checks.append(time.perf_counter() - start)
+        assert hit is not None
+    return {
+        "entry_bytes": float(len(entry)),
+        "load_ms": 1000 * statistics.median(loads),
+        "checksum_ms": 1000 * statistics.median(checks),
+    }
+
+
 def bench_first_rewrite(repeats: int) -> dict[str, float]:
     """Goal 3: parse + plan + transform + codegen + compile of typing.py, no cache."""
     from ncompass.importer.loader import rewrite_source
@@ -180,6 +213,7 @@ def main() -> None:
         cached = bench_cached_rewrite(root, args.repeats * 4, "_GenericAlias.*")
         stress = bench_cached_rewrite(root, args.repeats * 4, "**")
         first = bench_first_rewrite(max(3, args.repeats // 3))
+        check = bench_cache_check(root, args.repeats * 10)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ratios = {
@@ -187,9 +221,16 @@ def main() -> None:
         "cached_rewrite_ratio": cached["rewritten_ms"] / cached["plain_ms"],
         "cached_stress_ratio": stress["rewritten_ms"] / stress["plain_ms"],
         "first_rewrite_s": first["rewrite_s"],
+        "cache_check_share": check["checksum_ms"] / check["load_ms"],
     }
     if args.json:
-        results = {"non_targets": non_targets, "cached": cached, "stress": stress, "first": first}
+        results = {
+            "non_targets": non_targets,
+            "cached": cached,
+            "stress": stress,
+            "first": first,
+            "check": check,
+        }
         print(json.dumps({**results, **ratios}))
         return
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; medians")
@@ -212,6 +253,11 @@ def main() -> None:
         f"3. first rewrite of typing.py ({int(first['lines'])} lines, {int(first['markers'])} "
         f"markers): {first['rewrite_s']:.3f} s (goal <= 0.6 s); plain compile "
         f"{first['plain_compile_s']:.3f} s -> {first['rewrite_s'] / first['plain_compile_s']:.1f}x"
+    )
+    print(
+        f"4. cache entry checksum ({check['entry_bytes'] / 1024:.0f} KiB entry): "
+        f"{check['checksum_ms']:.3f} ms of a {check['load_ms']:.3f} ms cache load -> "
+        f"{ratios['cache_check_share']:.1%} of the load"
     )
 
 

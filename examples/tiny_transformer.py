@@ -21,8 +21,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--prompt", type=int, default=32, help="prompt length in tokens")
     parser.add_argument("--new-tokens", type=int, default=8)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads (pinned, so that runs compared with `ncompass compare` agree)",
+    )
     args = parser.parse_args()
 
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     config = TransformerConfig(layers=args.layers, dim=args.dim)
     model = TinyTransformer(config).eval()

@@ -11,6 +11,7 @@ from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.markdown_report import compiled_headline
 from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT, timeline_svg
+from ncompass.analysis.processes_page import run_html_sections
 from ncompass.analysis.summary_types import (
     BottleneckRow,
     BreakdownRow,
@@ -51,12 +52,16 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
     has_gpu = bool(trace["gpu_events"])
     operations = structured["operations"]
     title = f"Trace summary: {Path(trace['path']).name}"
+    run = structured.get("run")
+    who = f"Rank {trace['rank']}"
+    if run is not None:
+        who = f"Run of {len(run['processes'])} processes (in total; per process below)"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{escape(title)}</title><style>{REPORT_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        f"<p>Rank {trace['rank']} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
+        f"<p>{escape(who)} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
         f"{trace['markers']} marker ranges · "
         + (f"{trace['gpu_events']} GPU events" if has_gpu else "CPU only (no GPU events)")
         + "</p>",
@@ -81,6 +86,7 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
         ),
         "<h2>CPU operators</h2>",
         _operator_table([op for op in operations if op["kind"] == "cpu_op"][:top]),
+        *(run_html_sections(run) if run is not None else []),
         f"<script>{SORTABLE_SCRIPT}</script></body></html>",
     ]
     return "\n".join(parts) + "\n"

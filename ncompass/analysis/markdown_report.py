@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass._format import format_duration
+from ncompass.analysis.processes import run_markdown
 from ncompass.analysis.summary_types import (
     BottleneckRow,
     BreakdownRow,
@@ -35,8 +36,12 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     trace = structured["trace"]
     lines = [f"# Trace summary: {Path(trace['path']).name}", ""]
     has_gpu = bool(trace["gpu_events"])
+    run = structured.get("run")
+    who = f"Rank {trace['rank']}"
+    if run is not None:
+        who = f"Run of {len(run['processes'])} processes (in total; per process below)"
     lines.append(
-        f"Rank {trace['rank']} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
+        f"{who} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
         f"{trace['markers']} marker ranges · "
         + (f"{trace['gpu_events']} GPU events" if has_gpu else "CPU only (no GPU events)")
     )
@@ -59,6 +64,8 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     lines += _compiled_section(structured["markers"], top)
     lines += _kernel_table([op for op in operations if op["kind"] == "kernel"][:top])
     lines += _operator_table([op for op in operations if op["kind"] == "cpu_op"][:top])
+    if run is not None:
+        lines += run_markdown(run)
     return "\n".join(lines).rstrip() + "\n"
 
 

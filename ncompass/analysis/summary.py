@@ -16,6 +16,7 @@ from ncompass.analysis.markers import (
     may_hold_compiled_kernels,
 )
 from ncompass.analysis.operations import build_operations, kernel_stats
+from ncompass.analysis.processes import run_report
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
 from ncompass.analysis.summary_types import Focus, StructuredSummary, Summary
 from ncompass.analysis.timeline import busy_timeline
@@ -46,14 +47,16 @@ def summarize_trace(
         "markers", "breakdown", "trace", "focus", "timeline"}}`` (the keys and rows are
         :class:`~ncompass.analysis.summary_types.Summary`'s). Each marker lists the Inductor
         kernels compiled from its code (``compiled_kernels``); a compiled marker whose range
-        never recorded has an entry too. At run time a :class:`SummaryReport`, a plain dict
-        that Jupyter shows as its HTML page.
+        never recorded has an entry too. A run's merged trace (more than one process listed
+        under ``ncompass_processes``) also has ``run``: its processes and ranks (see
+        :func:`~ncompass.analysis.processes.run_report`). At run time a
+        :class:`SummaryReport`, a plain dict that Jupyter shows as its HTML page.
 
     Raises:
         TraceError: The file is missing, truncated or not a trace.
     """
     trace = link_trace(path, progress=progress, jobs=jobs)
-    rank = trace.rank if trace.rank is not None else 0
+    rank = trace.identity.rank_or(0)
     breakdown = rank_breakdown(trace, rank)
     markers = marker_stats(trace)
     kernels = kernel_stats(trace)
@@ -88,6 +91,9 @@ def summarize_trace(
         "focus": _focus(feedback_context, list(markers)),
         "timeline": busy_timeline(trace),
     }
+    run = run_report(trace, top=top)
+    if run is not None:  # a run's merged trace: per process and per rank as well
+        structured["run"] = run
     report = SummaryReport(markdown=render_markdown(structured, top=top), structured=structured)
     return cast(Summary, report)
 

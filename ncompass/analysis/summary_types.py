@@ -13,6 +13,8 @@ from typing import Any, Literal
 # typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass.analysis.ranks_types import RunReport
+
 
 class CompiledKernelRow(TypedDict):
     """One Inductor kernel generated from a marker's code: its calls and their total time."""
@@ -198,6 +200,7 @@ class StructuredSummary(TypedDict):
     focus: Focus
     timeline: NotRequired[Timeline]
     narrative: NotRequired[Narrative]
+    run: NotRequired[RunReport]  # a run's merged trace of several processes
 
 
 class Summary(TypedDict):

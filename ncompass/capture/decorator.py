@@ -5,7 +5,9 @@ or the process runs in a job of ``ncompass submit`` (``NCOMPASS_REMOTE=1``, the 
 ``CHISEL_BACKEND_RUN``).
 When on, each call writes ``{trace_name}.json`` into the trace folder (``$NCOMPASS_TRACE_DIR``,
 default ``traces``), never overwriting an earlier one. Inside another profiled region (a nested
-``capture_trace``, or ``ncompass run --profiler torch``) the call is cut out of the outer trace.
+``capture_trace``, or ``ncompass run --profiler torch``) the call is cut out of the outer trace,
+recorded with the outer profiler's options: a ``record_shapes``/``profile_memory`` it lacks is
+reported as a :class:`CaptureOptionWarning` (a running torch profiler cannot change them).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -22,6 +25,8 @@ from typing import Any, ParamSpec, TypeVar, overload
 from ncompass import environment_variables
 from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.trace_files import claim_trace_path, trace_dir
+from ncompass.errors import NcompassWarning
+from ncompass.warning_location import stacklevel_outside
 
 PROFILE_ENV = environment_variables.NCOMPASS_PROFILE
 REMOTE_ENV = environment_variables.NCOMPASS_REMOTE
@@ -29,6 +34,14 @@ _OFF = ("", "0", "false", "False")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# the options a call inside a running profiler cannot have, and the `ncompass run` flag for each
+_RUN_FLAGS = {"record_shapes": "--record-shapes", "profile_memory": "--profile-memory"}
+
+
+class CaptureOptionWarning(NcompassWarning):
+    """A ``capture_trace`` option that does nothing: a torch profiler already running (that
+    of ``ncompass run``, or of an enclosing ``capture_trace``) records the call with its own."""
 
 
 def profiling_enabled() -> bool:
@@ -77,6 +90,7 @@ class TorchProfilerContext:
         self.trace_path = claim_trace_path(self.output_dir, self.name)
         outer = TorchProfiler.active()
         if outer is not None:
+            self._warn_unmet_options(outer)
             marker = outer.add_window(self.name, self.trace_path)
         else:
             self._profiler = TorchProfiler(
@@ -89,6 +103,21 @@ class TorchProfilerContext:
         self._range = torch.profiler.record_function(marker)
         self._range.__enter__()
         return self
+
+    def _warn_unmet_options(self, outer: TorchProfiler) -> None:
+        """Say which options the running profiler lacks, and how to give them to it."""
+        unmet = [name for name in _RUN_FLAGS if getattr(self, name) and not getattr(outer, name)]
+        if not unmet:
+            return
+        asked = ", ".join(f"{name}=True" for name in unmet)
+        flags = " ".join(_RUN_FLAGS[name] for name in unmet)
+        warnings.warn(
+            f"capture_trace {self.name!r}: {asked} does nothing here: a torch profiler is "
+            "already recording (ncompass run's, or an enclosing capture_trace's) and its "
+            f"options win; give them to it (`ncompass run {flags} ...`)",
+            CaptureOptionWarning,
+            stacklevel=stacklevel_outside("ncompass"),
+        )
 
     def __exit__(
         self,
@@ -171,4 +200,10 @@ def capture_trace(
     return decorate
 
 
-__all__ = ["PROFILE_ENV", "TorchProfilerContext", "capture_trace", "profiling_enabled"]
+__all__ = [
+    "PROFILE_ENV",
+    "CaptureOptionWarning",
+    "TorchProfilerContext",
+    "capture_trace",
+    "profiling_enabled",
+]

@@ -79,6 +79,8 @@ class RunResult:
     unplaced: list[TargetSpec] = field(default_factory=list)
     window_traces: list[Path] = field(default_factory=list)
     window_warning: str | None = None
+    # the program ran a torch profiler of its own: ncompass's stepped aside and wrote no trace
+    code_profiler: bool = False
 
 
 def load_specs(

@@ -123,6 +123,8 @@ def run(options: RunOptions) -> RunResult:
                 runner=True,
                 on_start=start_monitor_after_profiler,
                 windows=windows,
+                # the program's own torch profiler takes Kineto's one session: ours steps aside
+                yield_to_code_profiler=isinstance(profiler, TorchProfiler) and windows is None,
             ) as profiled_run:
                 outcome = _run_entry(options)
         finally:
@@ -145,6 +147,8 @@ def run(options: RunOptions) -> RunResult:
     finally:
         disable_rewrites()
     written, markers = profiled_run.written, profiled_run.markers
+    if profiled_run.yielded and trace_path is not None and _is_empty(trace_path):
+        trace_path.unlink()  # claimed for a trace that was never written
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
@@ -155,8 +159,9 @@ def run(options: RunOptions) -> RunResult:
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
     result = RunResult(
-        outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced
-    )
+        outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced,
+        code_profiler=profiled_run.yielded,
+    )  # fmt: skip
     if windows is not None:  # the sidecars written as each span ended now get the exit code
         for span in windows.spans:
             _write_window_sidecar(span, options, config, outcome, markers)

@@ -55,7 +55,10 @@ def list_command(as_json: bool) -> None:
             and entry.triton == (triton_version() or ""),
             "triton": entry.triton,
             "device": {"name": entry.device.name, "capability": entry.device.capability},
-            "choices": {key: choice.to_json() for key, choice in sorted(entry.entries.items())},
+            "choices": {
+                key: {**choice.to_json(), "unusable": entry.unusable.get(key)}
+                for key, choice in sorted(entry.entries.items())
+            },
         }
         for entry in files
         if entry.kernel in SPACES
@@ -175,10 +178,18 @@ def _print_cached(cached: list[dict[str, Any]], root: str, unusable: list[dict[s
         for key, choice in entry["choices"].items():
             config = " ".join(f"{name}={value}" for name, value in choice["config"].items())
             click.echo(f"    {key:<40} {config}  {choice['ms']:.3f} ms ({choice['timer']})")
+            if choice["unusable"] is not None:
+                click.echo(
+                    f"      [unusable: outside the search space, {choice['unusable']}; its calls "
+                    "run PyTorch until `ncompass kernels tune --force` tunes that shape again]"
+                )
 
 
 def _print_result(result: Any, device: str) -> None:
     label = f"{result.shape.op} {result.dtype} {result.shape.label}"
+    if result.refused:
+        click.echo(f"{label}: cached choice outside the search space ({result.skipped})")
+        return
     if result.choice is None:
         click.echo(f"{label}: not supported by the kernel ({result.skipped})")
         return
@@ -195,7 +206,7 @@ def _result_json(result: Any) -> dict[str, Any]:
         "dtype": result.dtype,
     }
     if result.choice is None:
-        return {**body, "skipped": result.skipped}
+        return {**body, "skipped": result.skipped, "refused": result.refused}
     choice = result.choice
     return {
         **body,

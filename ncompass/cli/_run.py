@@ -165,6 +165,13 @@ def run_command(
         click.echo(result.window_warning, err=True)
     for trace in result.window_traces:
         click.echo(f"ncompass: window trace written to {trace}", err=True)
+    if result.code_profiler:
+        click.echo(
+            "ncompass: warning: the program ran a torch profiler of its own, so ncompass's "
+            "stepped aside and no ncompass trace was written; use the program's own trace, or "
+            "run it without its profiler",
+            err=True,
+        )
     if result.trace_path is not None:
         markers = len(result.markers)
         click.echo(

@@ -28,9 +28,19 @@ TOKEN_ENV = environment_variables.NCOMPASS_ANALYSIS_TOKEN
     help="Port to listen on (0: any free port, printed on start).",
 )
 @click.option(
+    "--allow-host",
+    "allow_hosts",
+    metavar="NAME",
+    multiple=True,
+    help="Also answer requests addressed to NAME (repeatable), e.g. this machine's DNS name. "
+    "Only the --host address and localhost are answered otherwise (no DNS rebinding).",
+)
+@click.option(
     "--storage-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Where uploads and results are kept [default: a temporary folder, deleted on exit].",
+    help="Where uploads and results are kept: a new or empty folder (the service deletes only "
+    "what it wrote, and refuses a folder holding anything else) [default: a temporary folder, "
+    "deleted on exit].",
 )
 @click.option(
     "--max-upload-mb",
@@ -38,6 +48,13 @@ TOKEN_ENV = environment_variables.NCOMPASS_ANALYSIS_TOKEN
     default=1024,
     show_default=True,
     help="Largest trace upload accepted (as sent: gzip counts compressed).",
+)
+@click.option(
+    "--max-inflated-mb",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Largest trace as JSON: a gzip upload that inflates past it is refused as it arrives.",
 )
 @click.option(
     "--max-storage-mb",
@@ -52,6 +69,13 @@ TOKEN_ENV = environment_variables.NCOMPASS_ANALYSIS_TOKEN
     default=60.0,
     show_default=True,
     help="Uploads, results and finished jobs are deleted after this many minutes.",
+)
+@click.option(
+    "--job-timeout-s",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="A job still running after this many seconds is stopped and fails; its worker is free.",
 )
 @click.option(
     "--workers",
@@ -69,10 +93,13 @@ TOKEN_ENV = environment_variables.NCOMPASS_ANALYSIS_TOKEN
 def serve_command(
     host: str,
     port: int,
+    allow_hosts: tuple[str, ...],
     storage_dir: Path | None,
     max_upload_mb: int,
+    max_inflated_mb: int,
     max_storage_mb: int,
     retention_min: float,
+    job_timeout_s: float,
     workers: int,
     log_level: str,
 ) -> None:
@@ -98,16 +125,22 @@ def serve_command(
             max_storage_bytes=max_storage_mb * MIB,
             retention_s=retention_min * 60.0,
             workers=workers,
+            max_inflated_bytes=max_inflated_mb * MIB,
+            job_timeout_s=job_timeout_s,
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from error
     token = os.environ.get(TOKEN_ENV) or None
-    if storage_dir is not None:
-        storage_dir.mkdir(parents=True, exist_ok=True)
     sock = listen(host, port)
     from ncompass.service.app import create_app
 
-    app = create_app(limits=limits, storage_dir=storage_dir, token=token)
+    try:
+        app = create_app(
+            limits=limits, storage_dir=storage_dir, token=token, host=host, allow_hosts=allow_hosts
+        )
+    except NcompassError:
+        sock.close()
+        raise
     url = url_of(sock)
     if not is_loopback(host):
         warning = f"warning: listening on {host}: anyone who can reach {url} can use the service"

@@ -48,7 +48,12 @@ def session_group() -> None:
     "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
 @click.option(
-    "--config", "-c", "configs", multiple=True, type=click.Path(dir_okay=False, path_type=Path)
+    "--config",
+    "-c",
+    "configs",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Spec (YAML/JSON) whose markers the first run starts from; repeat to merge several.",
 )
 @click.option("--iterations", "-n", type=click.IntRange(1, 50), default=3, show_default=True)
 @click.option("--feedback", default=None, help="What you want to know (with --target).")
@@ -189,10 +194,14 @@ def _echo_proposal(proposal: Proposal | None, echo: Callable[[str], None] = clic
 
 def _last_script_errors(stderr: str, count: int = 5) -> list[str]:
     """The script's last error lines, without the profiler's and `ncompass run`'s own."""
+    from ncompass.capture.kineto_log import is_kineto_log_line
+
     lines = [
         line
         for line in stderr.splitlines()
-        if line.strip() and not line.startswith(("USDT:", "ncompass: trace written"))
+        if line.strip()
+        and not is_kineto_log_line(line)
+        and not line.startswith("ncompass: trace written")
     ]
     return lines[-count:]
 

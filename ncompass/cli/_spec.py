@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ncompass.cli._search_path import SEARCH_PATH_HELP, extend_search_path
 from ncompass.errors import NcompassError, SpecError
+from ncompass.spec.file_format import SpecProblems
 
 
 @click.group("spec")
@@ -23,7 +25,9 @@ def spec_group() -> None:
 def validate_command(specs: tuple[Path, ...], paths: tuple[str, ...]) -> None:
     """Check SPECS against the code they target: every marker must match.
 
-    Nothing is imported or run. Exits 2 if any spec has a problem.
+    Nothing is imported or run: targets are read as source, and a custom context class
+    (module:Class) is checked by reading its module's source; what only importing could show
+    is printed as a note. Exits 2 if any spec has a problem.
     """
     from ncompass.importer.validate import validate_spec
     from ncompass.spec.models import RewriteConfig
@@ -31,17 +35,17 @@ def validate_command(specs: tuple[Path, ...], paths: tuple[str, ...]) -> None:
     extend_search_path(paths)
     failures: list[str] = []
     for spec in specs:
+        context_notes: list[str] = []
         try:
-            checks = validate_spec(RewriteConfig.from_yaml(spec))
+            checks = validate_spec(RewriteConfig.from_yaml(spec), context_notes)
         except NcompassError as error:
-            failures.append(str(error))
-            click.secho(f"✗ {error}", fg="red", err=True)
+            for problem in error.problems if isinstance(error, SpecProblems) else [error]:
+                failures.append(str(problem))
+                click.secho(f"✗ {problem}", fg="red", err=True)
             continue
-        markers = sum(len(check.sites) for check in checks)
-        click.secho(
-            f"✓ {spec}: {_count(markers, 'marker')} in {_count(len(checks), 'target')}",
-            fg="green",
-        )
+        _echo_verdict(spec, checks)
+        for note in context_notes:
+            click.echo(f"    note: {note}")
         for check in checks:
             where = check.source or check.target.label
             if check.skipped:
@@ -77,6 +81,20 @@ def migrate_command(old: Path, output: Path, force: bool) -> None:
     click.echo(
         f"wrote {output}: version 1, {_count(len(config.targets), 'target')}, "
         f"{_count(markers, 'entry', 'entries')}"
+    )
+
+
+def _echo_verdict(spec: Path, checks: list[Any]) -> None:
+    """``✓ SPEC: N markers in M targets``; no ✓ when every target was skipped (not checked)."""
+    skipped = sum(1 for check in checks if check.skipped)
+    if checks and skipped == len(checks):
+        click.echo(f"- {spec}: not checked: {_count(skipped, 'target')} skipped")
+        return
+    markers = sum(len(check.sites) for check in checks)
+    also = f" ({skipped} skipped)" if skipped else ""
+    click.secho(
+        f"✓ {spec}: {_count(markers, 'marker')} in {_count(len(checks) - skipped, 'target')}{also}",
+        fg="green",
     )
 
 

@@ -5,9 +5,14 @@ own: next to the source in ``__pycache__`` (or under ``sys.pycache_prefix``), un
 optimization tag (``m.cpython-311.opt-ncompass.pyc``) that CPython itself never reads. The key
 is a hash of the source bytes, the spec entries for the module, the ncompass version and the
 rewriter's own code: a source edit (even two within one second, which defeats mtime-based pycs),
-a spec change, an upgrade or a changed checkout all miss. Writes are atomic (a temporary file
-renamed into place); read-only folders and ``sys.dont_write_bytecode`` are respected by simply
-not writing.
+a spec change, an upgrade or a changed checkout all miss. Each entry also carries a checksum of
+what follows its header (the manifest and the code): an entry damaged after it was written (one
+constant changed, header and key intact) is a miss, rewritten and replaced, never run. Writes are
+atomic (a temporary file renamed into place); read-only folders and ``sys.dont_write_bytecode``
+are respected by simply not writing.
+
+An entry: magic (CPython's + ``NCM2``), key (32 bytes), checksum (8 bytes), manifest length
+(4 bytes), manifest (JSON), marshalled code.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from ncompass._files import write_atomic
 from ncompass._version import __version__
 
 CACHE_TAG = "ncompass"
-_MAGIC = importlib.util.MAGIC_NUMBER + b"NCMP"
+_MAGIC = importlib.util.MAGIC_NUMBER + b"NCM2"  # NCMP: entries without a checksum
 _KEY_SIZE = 32
+_CHECKSUM_SIZE = 8
 
 
 @dataclass(frozen=True)
@@ -74,20 +80,30 @@ def load(source_path: str, key: bytes) -> CachedRewrite | None:
             data = handle.read()
     except OSError:
         return None
-    header = len(_MAGIC) + _KEY_SIZE
+    key_end = len(_MAGIC) + _KEY_SIZE
+    header = key_end + _CHECKSUM_SIZE
     if len(data) < header + 4 or not data.startswith(_MAGIC):
         return None
-    if data[len(_MAGIC) : header] != key:
+    if data[len(_MAGIC) : key_end] != key:
         return None
-    size = int.from_bytes(data[header : header + 4], "little")
-    manifest_end = header + 4 + size
+    body = memoryview(data)[header:]
+    if data[key_end:header] != checksum(body):
+        return None  # damaged since it was written: a miss, and the next store replaces it
+    size = int.from_bytes(body[:4], "little")
+    manifest_end = 4 + size
     try:
-        code = marshal.loads(data[manifest_end:])
+        code = marshal.loads(body[manifest_end:])
     except (ValueError, EOFError, TypeError):
-        return None  # a corrupt entry is a miss; the next store replaces it
-    if not isinstance(code, CodeType) or manifest_end > len(data):
         return None
-    return CachedRewrite(code, data[header + 4 : manifest_end])
+    if not isinstance(code, CodeType) or manifest_end > len(body):
+        return None
+    return CachedRewrite(code, bytes(body[4:manifest_end]))
+
+
+def checksum(body: bytes | memoryview) -> bytes:
+    """The checksum of an entry's body: CPython's own hash of hash-based pycs (SipHash-1-3,
+    64 bits), as fast as reading the entry."""
+    return importlib.util.source_hash(body)
 
 
 def store(source_path: str, key: bytes, code: CodeType, manifest_json: bytes) -> bool:
@@ -95,15 +111,8 @@ def store(source_path: str, key: bytes, code: CodeType, manifest_json: bytes) ->
     if sys.dont_write_bytecode:
         return False
     path = cache_path(source_path)
-    payload = b"".join(
-        (
-            _MAGIC,
-            key,
-            len(manifest_json).to_bytes(4, "little"),
-            manifest_json,
-            marshal.dumps(code),
-        )
-    )
+    body = b"".join((len(manifest_json).to_bytes(4, "little"), manifest_json, marshal.dumps(code)))
+    payload = b"".join((_MAGIC, key, checksum(body), body))
     try:
         write_atomic(Path(path), payload)
     except OSError:
@@ -116,6 +125,7 @@ __all__ = [
     "CachedRewrite",
     "cache_key",
     "cache_path",
+    "checksum",
     "load",
     "rewriter_fingerprint",
     "store",

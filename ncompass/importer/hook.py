@@ -120,7 +120,7 @@ def enable_rewrites(config: RewriteConfig | dict[str, Any] | str | Path | None =
         SpecError: the spec is invalid or a marker in an already-imported module matches nothing.
     """
     resolved = _coerce(config)
-    check_contexts(resolved, import_classes=False)  # a misspelt context fails here, at its line
+    check_contexts(resolved, read_classes=False)  # a misspelt context fails here, at its line
     global _FINDER
     with _LOCK:
         table = TargetTable(resolved)

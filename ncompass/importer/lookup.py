@@ -20,7 +20,7 @@ def module_source(name: str) -> Path:
     Raises:
         SpecError: no such module, or it is not Python source.
     """
-    spec = _path_spec(name)
+    spec = spec_without_import(name)
     if spec is None:
         try:
             spec = importlib.util.find_spec(name)
@@ -29,8 +29,8 @@ def module_source(name: str) -> Path:
     if spec is None or spec.origin is None:
         raise SpecError(
             f"module {name!r} not found on sys.path; check the name, install it, or add the "
-            "folder that contains it to the search path (--path FOLDER on the command line, "
-            "or PYTHONPATH)"
+            "folder that contains it to PYTHONPATH (or, to check a spec, give it as `ncompass "
+            "spec validate --path FOLDER`)"
         )
     if not spec.origin.endswith(".py"):
         raise SpecError(
@@ -39,14 +39,27 @@ def module_source(name: str) -> Path:
     return Path(spec.origin)
 
 
-def _path_spec(name: str) -> importlib.machinery.ModuleSpec | None:
+def spec_without_import(name: str) -> importlib.machinery.ModuleSpec | None:
+    """Where module ``name`` is, found without importing it or any of its parent packages.
+
+    ``importlib.util.find_spec("a.b")`` imports ``a`` (running its ``__init__``); here each
+    part is looked up by its own name in the folders of the part before it. A top-level name is
+    also asked of the other finders on ``sys.meta_path`` (editable installs register one),
+    which only map names to files. None when no finder knows it this way.
+    """
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__spec__", None) is not None:
+        return loaded.__spec__
     search: list[str] | None = None
     spec: importlib.machinery.ModuleSpec | None = None
     parts = name.split(".")
     for depth in range(1, len(parts) + 1):
         # Found by its own name inside the folders of its parent: a dotted name would make
         # the finder read the parent from sys.modules, which is not imported.
-        spec = importlib.machinery.PathFinder.find_spec(parts[depth - 1], search)
+        if search is None:
+            spec = _top_level_spec(parts[0])
+        else:
+            spec = importlib.machinery.PathFinder.find_spec(parts[depth - 1], search)
         if spec is None:
             return None
         if depth < len(parts):
@@ -54,6 +67,23 @@ def _path_spec(name: str) -> importlib.machinery.ModuleSpec | None:
                 return None
             search = _package_folders(spec, parts[depth - 1], search)
     return spec
+
+
+def _top_level_spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    spec = importlib.machinery.PathFinder.find_spec(name)
+    if spec is not None:
+        return spec
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if finder is importlib.machinery.PathFinder or find_spec is None:
+            continue
+        try:
+            found: importlib.machinery.ModuleSpec | None = find_spec(name, None)
+        except Exception:  # a third-party finder's failure only means "not found this way"
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 def _package_folders(
@@ -83,4 +113,4 @@ def file_source(path: str | os.PathLike[str]) -> Path:
     return file
 
 
-__all__ = ["file_source", "module_source"]
+__all__ = ["file_source", "module_source", "spec_without_import"]

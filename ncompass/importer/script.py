@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from importlib.machinery import SourceFileLoader
 from types import CodeType, ModuleType, TracebackType
 
-from ncompass.errors import NcompassError
+from ncompass.errors import NcompassError, RewriteError, SpecError
 from ncompass.importer.hook import active_table
 from ncompass.importer.loader import rewritten_code
 from ncompass.importer.registry import REGISTRY, RewrittenModule
@@ -163,9 +163,32 @@ def _execute(body: Callable[[], object]) -> ScriptOutcome:
         _report(interrupt)
         return ScriptOutcome(EXIT_INTERRUPTED, interrupt)
     except BaseException as error:  # the user's uncaught exception, reported as Python would
+        wrapped = spec_error_in_chain(error)
+        if wrapped is not None:
+            raise wrapped from None
         _report(error)
         return ScriptOutcome(EXIT_UNCAUGHT, error)
     return ScriptOutcome(0)
+
+
+def spec_error_in_chain(error: BaseException) -> SpecError | RewriteError | None:
+    """The spec error ``error`` was raised from or while handling, if any.
+
+    A library that imports its modules lazily (transformers' ``_LazyModule``) re-raises an
+    import failure as its own ``RuntimeError``; when the failure is a spec that does not match
+    a module it imports, that spec error is what the user has to fix.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, SpecError | RewriteError):
+            return current
+        pending.extend((current.__context__, current.__cause__))  # the cause is looked at first
+    return None
 
 
 def _exit_code(code: object) -> int:
@@ -225,4 +248,11 @@ def _user_frames(tb: TracebackType | None) -> TracebackType | None:
     return kept[0] if kept else None
 
 
-__all__ = ["ScriptNotFoundError", "ScriptOutcome", "check_script", "run_module", "run_script"]
+__all__ = [
+    "ScriptNotFoundError",
+    "ScriptOutcome",
+    "check_script",
+    "run_module",
+    "run_script",
+    "spec_error_in_chain",
+]

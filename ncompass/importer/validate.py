@@ -1,4 +1,8 @@
-"""Check a spec against the code it targets, without running or importing that code."""
+"""Check a spec against the code it targets, without running or importing that code.
+
+Targets are found and read as files; custom context classes are checked from their module's
+source (:mod:`ncompass.importer.context_source`).
+"""
 
 from __future__ import annotations
 
@@ -27,8 +31,17 @@ class TargetCheck:
     notes: list[str] = field(default_factory=list)
 
 
-def validate_spec(config: RewriteConfig) -> list[TargetCheck]:
+def validate_spec(
+    config: RewriteConfig, context_notes: list[str] | None = None
+) -> list[TargetCheck]:
     """Resolve every marker of ``config`` against its target's current source.
+
+    Nothing is imported or run: neither the targets nor the modules of custom contexts.
+
+    Args:
+        config: The spec.
+        context_notes: When given, receives a note for each custom context that cannot be
+            checked without importing its module (and why).
 
     Returns:
         One check per target (skipped ones say why: an unmet ``requires:``).
@@ -37,7 +50,9 @@ def validate_spec(config: RewriteConfig) -> list[TargetCheck]:
         SpecError: a target cannot be found, a marker matches nothing or breaks a rule
             (naming the spec file and line).
     """
-    check_contexts(config, import_classes=True)
+    notes = check_contexts(config, read_classes=True)
+    if context_notes is not None:
+        context_notes.extend(notes)
     checks: list[TargetCheck] = []
     for target in config.targets:
         reason = unmet_requirement(target.requires)

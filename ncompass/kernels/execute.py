@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
 from typing import Any
@@ -27,6 +27,9 @@ from ncompass.kernels.catalog import KERNEL_MODULES, kernel_source_hash, triton_
 from ncompass.kernels.problems import AttentionProblem, Conv2dProblem, GemmProblem, NormProblem
 
 Problem = GemmProblem | Conv2dProblem | NormProblem | AttentionProblem
+
+UNUSABLE_CACHED_CHOICE = "cached tuning choice outside the search space (see its warning)"
+"""The fallback reason of a call whose cached config is refused (as ``stats()`` counts it)."""
 
 
 @dataclass
@@ -48,9 +51,15 @@ class KernelLaunch:
     output: Any
     launch: Callable[[KernelConfig], None]
     candidates: Callable[[bool, int | None], list[KernelConfig]]
+    _key: TuningKey | None = field(default=None, init=False, repr=False)
 
     def key(self) -> TuningKey:
-        """The autotune cache key of this call."""
+        """The autotune cache key of this call (computed once: a call asks for it twice)."""
+        if self._key is None:
+            self._key = self._tuning_key()
+        return self._key
+
+    def _tuning_key(self) -> TuningKey:
         return TuningKey(
             kernel=self.kernel,
             source_hash=kernel_source_hash(self.kernel),
@@ -64,6 +73,12 @@ class KernelLaunch:
     def interpreted(self) -> bool:
         """Whether the kernel runs in Triton's interpreter."""
         return bool(_kernel_module(self.kernel).INTERPRETED)
+
+    def unusable_choice(self) -> str | None:
+        """The fallback reason when this call's cached config must not run, else None."""
+        if autotuner().unusable(self.key()) is None:
+            return None
+        return UNUSABLE_CACHED_CHOICE
 
     def choose(self, force: bool = False) -> Choice:
         """The config to run with (tuned, cached or remembered; see the autotuner)."""
@@ -173,6 +188,7 @@ def _shared_memory(index: int) -> int | None:
 
 
 __all__ = [
+    "UNUSABLE_CACHED_CHOICE",
     "KernelLaunch",
     "Problem",
     "attention_launch",

@@ -67,7 +67,7 @@ def conv2d(
         lambda: conditions.conv2d_problem(
             input, weight, bias, stride, padding, dilation, groups, act
         ),
-        lambda problem: execute.conv2d_launch(problem, input, weight, bias).run(),
+        lambda problem: execute.conv2d_launch(problem, input, weight, bias),
         lambda: reference.conv2d(input, weight, bias, stride, padding, dilation, groups, act),
     )
 
@@ -93,16 +93,13 @@ def linear(
             return "empty tensor"
         return conditions.gemm_problem(_rows(input), weight, bias, act, b_is_weight=True)
 
-    def kernel(problem: Any) -> Any:
-        out = execute.gemm_launch(problem, _rows(input), weight.t(), bias).run()
-        return out.reshape(*leading, problem.n)
-
     return _dispatch(
         "linear",
         (input, weight, bias),
         problem,
-        kernel,
+        lambda problem: execute.gemm_launch(problem, _rows(input), weight.t(), bias),
         lambda: reference.linear(input, weight, bias, act),
+        lambda out: out.reshape(*leading, out.shape[-1]),
     )
 
 
@@ -117,7 +114,7 @@ def matmul(a: Any, b: Any, *, activation: str | None = None) -> Any:
         "matmul",
         (a, b),
         lambda: conditions.gemm_problem(a, b, None, act, b_is_weight=False),
-        lambda problem: execute.gemm_launch(problem, a, b, None).run(),
+        lambda problem: execute.gemm_launch(problem, a, b, None),
         lambda: reference.matmul(a, b, act),
     )
 
@@ -139,7 +136,7 @@ def layer_norm(
         "layer_norm",
         (input, weight, bias),
         lambda: conditions.norm_problem(input, normalized_shape, weight, bias, eps, rms=False),
-        lambda problem: execute.norm_launch(problem, input, weight, bias).run(),
+        lambda problem: execute.norm_launch(problem, input, weight, bias),
         lambda: reference.layer_norm(input, normalized_shape, weight, bias, eps),
     )
 
@@ -173,7 +170,7 @@ def rms_norm(
         "rms_norm",
         (input, weight),
         problem,
-        lambda problem: execute.norm_launch(problem, input, weight, None).run(),
+        lambda problem: execute.norm_launch(problem, input, weight, None),
         lambda: reference.rms_norm(input, normalized_shape, weight, eps),
     )
 
@@ -206,16 +203,12 @@ def scaled_dot_product_attention(
         lambda: conditions.attention_problem(
             query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
         ),
-        lambda problem: _attention(problem, query, key, value),
+        lambda problem: execute.attention_launch(problem, query, key, value),
         lambda: reference.scaled_dot_product_attention(
             query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
         ),
+        lambda out: out.reshape(query.shape) if query.dim() == 3 else out,
     )
-
-
-def _attention(problem: Any, query: Any, key: Any, value: Any) -> Any:
-    out = execute.attention_launch(problem, query, key, value).run()
-    return out.reshape(query.shape) if query.dim() == 3 else out
 
 
 def _rows(input: Any) -> Any:
@@ -227,21 +220,29 @@ def _dispatch(
     op: str,
     tensors: tuple[Any, ...],
     problem: Callable[[], Any],
-    kernel: Callable[[Any], Any],
+    launch: Callable[[Any], execute.KernelLaunch],
     fallback: Callable[[], Any],
+    finish: Callable[[Any], Any] | None = None,
 ) -> Any:
-    """Run ``kernel(problem())`` if a device can run the kernel and it supports the call.
+    """Run ``launch(problem())`` if a device can run the kernel and it supports the call, and
+    return its output (through ``finish``, which restores the caller's shape).
 
     Where the kernels can run is checked first: it is the cheapest check, and on a machine
-    without a GPU it is the one that fails, so falling back costs little there.
+    without a GPU it is the one that fails, so falling back costs little there. A cached config
+    the kernel's search space cannot give is refused before the ``[triton]`` range opens.
     """
     reason = unavailable_reason(tensors, _KERNEL_MODULES[op])
     supported = problem() if reason is None else reason
     if isinstance(supported, str):
         return _fall_back(op, supported, fallback)
+    built = launch(supported)
+    refused = built.unusable_choice()
+    if refused is not None:
+        return _fall_back(op, refused, fallback)
     record_kernel(op)
     with _marker(f"ncompass.kernels.{op}[triton]"):
-        return kernel(supported)
+        out = built.run()
+    return out if finish is None else finish(out)
 
 
 def _fall_back(op: str, reason: str, fallback: Callable[[], Any]) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ncompass.kernels.catalog import op_named
 from ncompass.kernels.errors import KernelError
+from ncompass.kernels.problems import ACTIVATIONS
 
 _TENSORS: dict[str, tuple[str, ...]] = {
     "conv2d": ("x", "w"),
@@ -202,6 +203,9 @@ def _sizes(op: str, text: str, name: str, value: str) -> tuple[int, ...]:
 
 def _option(op: str, text: str, name: str, value: str) -> Any:
     if name == "activation":
+        if value not in ACTIVATIONS:
+            choices = ", ".join(ACTIVATIONS)
+            raise KernelError(f"{op} shape {text!r}: activation {value!r} is not one of {choices}")
         return value
     if name in ("bias", "causal"):
         if value not in {"0", "1", "true", "false"}:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.kernels import conditions, execute
+from ncompass.kernels.autotune.cache import UnusableCachedChoice
 from ncompass.kernels.autotune.tuner import Choice, autotuner
 from ncompass.kernels.backend import interpreter_requested, triton_installed, unavailable_reason
 from ncompass.kernels.catalog import KERNEL_MODULES, op_named
@@ -25,6 +26,7 @@ class TuneResult:
         choice: The config chosen (None when skipped).
         skipped: Why the kernel does not apply to this shape, if it does not.
         cache_file: Where the choice is stored.
+        refused: The cached choice is outside the search space (``skipped`` says why).
     """
 
     shape: OpShape
@@ -32,6 +34,7 @@ class TuneResult:
     choice: Choice | None
     skipped: str | None
     cache_file: Path | None
+    refused: bool = False
 
 
 def tuning_device() -> Any:
@@ -76,8 +79,13 @@ def tune_shape(shape: OpShape, dtype: str, *, force: bool = False) -> TuneResult
         launch = kernel_launch(shape.op, args, kwargs)
         if isinstance(launch, str):
             return TuneResult(shape, dtype, None, launch, None)
-        choice = launch.choose(force=force)
-    return TuneResult(shape, dtype, choice, None, autotuner().cache.path(launch.key()))
+        cache_file = autotuner().cache.path(launch.key())
+        try:
+            choice = launch.choose(force=force)
+        except UnusableCachedChoice as refused:
+            why = f"{refused.reason}; --force tunes it again"
+            return TuneResult(shape, dtype, None, why, cache_file, refused=True)
+    return TuneResult(shape, dtype, choice, None, cache_file)
 
 
 def kernel_launch(

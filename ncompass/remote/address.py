@@ -62,6 +62,8 @@ def resolve_cluster(explicit: str | None, settings: ConfigFile) -> Cluster:
 
     The token comes from ``$NCOMPASS_REMOTE_TOKEN``, else the settings file; it is sent as
     ``Authorization: Bearer TOKEN`` (Ray's token authentication and most proxies accept it).
+    The settings file's token and ``headers`` belong to its ``address``: they are sent only to
+    that same scheme, host and port (see :func:`saved_headers`), never to another cluster.
 
     Raises:
         RemoteError: no address anywhere, or an address that is not a dashboard URL.
@@ -74,11 +76,38 @@ def resolve_cluster(explicit: str | None, settings: ConfigFile) -> Cluster:
         text, source = settings.config.address, str(settings.path)
     else:
         raise RemoteError(f"no Ray cluster address: {_HOW_TO_CHOOSE}")
-    headers = dict(settings.config.headers)
-    token = os.environ.get(TOKEN_ENV) or settings.config.token
+    url = normalize_address(text, source)
+    headers = saved_headers(settings, url)
+    token = os.environ.get(TOKEN_ENV)
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return Cluster(normalize_address(text, source), source, headers)
+    return Cluster(url, source, headers)
+
+
+def saved_headers(settings: ConfigFile, url: str) -> dict[str, str]:
+    """The settings file's headers and token, if it saved them for ``url``; else none.
+
+    A saved credential belongs to the saved ``address``: it goes to that scheme, host and port
+    only, whichever way the address of the command was given (``--address``, ``RAY_ADDRESS``).
+    """
+    saved = settings.config.address
+    if not saved or not same_origin(normalize_address(saved, str(settings.path)), url):
+        return {}
+    headers = dict(settings.config.headers)
+    if settings.config.token:
+        headers["Authorization"] = f"Bearer {settings.config.token}"
+    return headers
+
+
+def same_origin(first: str, second: str) -> bool:
+    """Whether two dashboard URLs have the same scheme, host and port (a path does not count)."""
+    return _origin(first) == _origin(second)
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
 
 
 def normalize_address(text: str, source: str = "--address") -> str:
@@ -154,5 +183,7 @@ __all__ = [
     "check_reachable",
     "normalize_address",
     "resolve_cluster",
+    "same_origin",
+    "saved_headers",
     "unreachable_message",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ncompass.remote.address import Cluster, check_reachable, normalize_address
+from ncompass.remote.address import Cluster, check_reachable, normalize_address, same_origin
 from ncompass.remote.config import ConfigFile, load_config, save_config
 from ncompass.remote.dashboard import Dashboard
 
@@ -43,6 +43,7 @@ def connect(
         address: The dashboard, ``HOST``, ``HOST:PORT`` or a URL.
         token: The cluster's token ("" for none); None keeps the token already saved for this
             same address (a token saved for another cluster is not sent to this one).
+            Saved ``headers`` are kept only when the address stays the same (scheme, host, port).
         gpu_resource: A default GPU resource to save as well.
         settings: The settings to update [default: the settings file].
 
@@ -52,15 +53,23 @@ def connect(
     """
     settings = settings or load_config()
     url = normalize_address(address)
+    # The saved token and headers belong to the saved address; another address starts without.
+    same = bool(settings.config.address) and same_origin(
+        normalize_address(settings.config.address or "", str(settings.path)), url
+    )
     if token is None:
-        token = settings.config.token if settings.config.address == url else None
-    headers = dict(settings.config.headers)
+        token = settings.config.token if same else None
+    headers = dict(settings.config.headers) if same else {}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     cluster = Cluster(url, "ncompass jobs connect", headers)
     check_reachable(cluster)
     version = Dashboard(cluster).ray_version()
-    update: dict[str, object] = {"address": url, "token": token or None}
+    update: dict[str, object] = {
+        "address": url,
+        "token": token or None,
+        "headers": settings.config.headers if same else {},
+    }
     if gpu_resource:
         update["gpu_resource"] = gpu_resource
     path = save_config(settings.config.model_copy(update=update), settings.path)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ncompass.remote.address import Cluster, unreachable_message
+from ncompass.remote.address import Cluster, same_origin, unreachable_message
 from ncompass.remote.errors import ClusterUnreachableError, RemoteError
 
 HTTP_TIMEOUT_S = 30.0
@@ -158,7 +158,7 @@ class Dashboard:
             url += f"?{urllib.parse.urlencode(query)}"
         request = urllib.request.Request(url, headers=self.cluster.headers)
         try:
-            return urllib.request.urlopen(request, timeout=self.timeout_s)
+            return _OPENER.open(request, timeout=self.timeout_s)
         except urllib.error.HTTPError as error:
             if missing_ok and error.code in (404, 500):
                 # Ray answers a missing log file with 500 and "A file is not found at: ...".
@@ -167,6 +167,32 @@ class Dashboard:
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise ClusterUnreachableError(unreachable_message(self.cluster, str(reason))) from None
+
+
+class _CredentialsStayHome(urllib.request.HTTPRedirectHandler):
+    """Follows redirects, but sends no headers of ours to another scheme, host or port.
+
+    urllib copies every header of a request onto its redirect, wherever it points; the
+    cluster's token and headers belong to the cluster's address only.
+    """
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and not same_origin(req.full_url, new.full_url):
+            for name in list(new.headers):
+                new.remove_header(name)
+        return new
+
+
+_OPENER = urllib.request.build_opener(_CredentialsStayHome)
 
 
 def http_error(cluster: Cluster, status: int, text: str) -> HttpStatusError:

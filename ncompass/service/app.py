@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
 from ncompass._version import __version__
@@ -31,6 +32,8 @@ from ncompass.analysis.providers.service_api import (
     UploadInfo,
 )
 from ncompass.service.body_limit import BodySizeLimit
+from ncompass.service.host_check import AllowedHosts, HostCheck
+from ncompass.service.inflated_size import InflatesTooLarge, NotGzip
 from ncompass.service.jobs import Job, JobBoard, QueueFull, UnknownUpload
 from ncompass.service.json_depth import DepthLimitedRoute
 from ncompass.service.limits import ServiceLimits
@@ -57,6 +60,8 @@ def create_app(
     storage_dir: Path | None = None,
     provider: AnalysisProvider | None = None,
     token: str | None = None,
+    host: str = "127.0.0.1",
+    allow_hosts: tuple[str, ...] = (),
 ) -> FastAPI:
     """Build the service.
 
@@ -67,6 +72,12 @@ def create_app(
         provider: What runs the jobs; the local provider from the environment when None
             (built-in engine, with the LLM narrative when ``NCOMPASS_LLM_URL`` is set).
         token: When given, every request but health needs ``Authorization: Bearer <token>``.
+        host: The address the service listens on; requests must name it, ``localhost`` or one
+            of ``allow_hosts`` in their ``Host`` header (anything else is DNS rebinding).
+        allow_hosts: More host names clients may use (``--allow-host``).
+
+    Raises:
+        StorageFolderError: ``storage_dir`` holds files the service did not write.
     """
     limits = limits or ServiceLimits()
     if provider is None:
@@ -102,6 +113,8 @@ def create_app(
         # Also when the app is built but never served (e.g. only for its OpenAPI schema).
         weakref.finalize(app, shutil.rmtree, root, True)
     app.add_middleware(BodySizeLimit, limits=limits)
+    # Added last, so it runs first: a request under a foreign name gets no further.
+    app.add_middleware(HostCheck, allowed=AllowedHosts(host, allow_hosts))
     app.router.route_class = DepthLimitedRoute
     app.state.store = store
     app.state.board = board
@@ -146,12 +159,23 @@ def create_app(
         try:
             # Chunks are written as they arrive: memory stays flat whatever the trace's size.
             async for chunk in request.stream():
-                sink.write(chunk)
+                if sink.inflating:
+                    # Inflating a chunk may take a while (1,000:1 is possible): off the event
+                    # loop, so other requests are answered meanwhile.
+                    await run_in_threadpool(sink.write, chunk)
+                else:
+                    sink.write(chunk)
             item = sink.commit()
         except StorageFull as error:
             sink.discard()
             raise HTTPException(507, str(error)) from error
         except NotATrace as error:
+            raise HTTPException(415, str(error)) from error
+        except InflatesTooLarge as error:
+            sink.discard()
+            raise HTTPException(413, str(error)) from error
+        except NotGzip as error:
+            sink.discard()
             raise HTTPException(415, str(error)) from error
         except BaseException:
             sink.discard()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ import orjson
 from ncompass.analysis.providers.base import AnalysisProvider, MarkerRequest
 from ncompass.analysis.providers.service_api import ErrorKind, JobKind, JobState
 from ncompass.errors import NcompassError, TraceError
+from ncompass.service.deadline import JobDeadline, JobTimedOut
 from ncompass.service.limits import ServiceLimits
 from ncompass.service.storage import StoredItem, TraceStore, new_id
 
@@ -131,13 +133,15 @@ class JobBoard:
         kind: ErrorKind | None = None
         message: str | None = None
         try:
-            result, media_type = self._work(job, upload)
+            with JobDeadline(self.limits.job_timeout_s):
+                result, media_type = self._work(job, upload)
             stored = self.store.commit_result(job.job_id, result)
-        except Exception as error:
+        except (Exception, JobTimedOut) as error:
             status: JobState = "failed"
-            kind, message = _classify(error)
+            kind, message = _classify(error, self.limits)
             if kind == "internal":
                 log.exception("job %s (%s) failed", job.job_id, job.kind)
+            message = _without_storage_paths(message, self.store.root)
             self.store.discard_result(job.job_id)
             stored = None
         else:
@@ -205,12 +209,32 @@ class JobBoard:
                     self.store.delete(job.job_id)
 
 
-def _classify(error: Exception) -> tuple[ErrorKind, str]:
+def _classify(error: BaseException, limits: ServiceLimits) -> tuple[ErrorKind, str]:
+    if isinstance(error, JobTimedOut):
+        return "input", (
+            f"the job ran past this service's time limit ({limits.job_timeout_s:g} s) and was "
+            "stopped: filter the trace first (`ncompass filter`), or restart the service with "
+            "a larger --job-timeout-s"
+        )
     if isinstance(error, TraceError):
         return "trace", str(error)
     if isinstance(error, NcompassError):
         return "input", str(error)
     return "internal", f"internal error: {type(error).__name__}: {error}"
+
+
+def _without_storage_paths(message: str, root: Path) -> str:
+    """A job's error with the service's folders left out: an item's file is named by its name.
+
+    Errors come from anywhere (the trace reader, the filesystem, a provider), so every path
+    under the storage folder is replaced, however it was spelled.
+    """
+    spellings = {str(root), str(root.absolute()), str(root.resolve())}
+    for spelling in sorted(spellings, key=len, reverse=True):
+        item = re.escape(spelling) + r"/(?:uploads|results)/[0-9a-f]{32}/"
+        message = re.sub(item, "", message)
+        message = message.replace(spelling, "<storage>")
+    return message
 
 
 def _without_server_paths(value: Any, trace: Path) -> Any:

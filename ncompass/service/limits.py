@@ -20,6 +20,9 @@ class ServiceLimits:
         max_queued_jobs: Jobs waiting to run at most; more are refused with 429.
         max_kept_jobs: Finished job records kept at most (the oldest are forgotten first).
         workers: Jobs that run at the same time.
+        max_inflated_bytes: Largest trace as JSON: a gzip upload that inflates past it is
+            refused while it arrives.
+        job_timeout_s: A job still running after this long is stopped and fails.
     """
 
     max_upload_bytes: int = 1024 * MIB
@@ -29,9 +32,17 @@ class ServiceLimits:
     max_queued_jobs: int = 16
     max_kept_jobs: int = 1000
     workers: int = 1
+    max_inflated_bytes: int = 1024 * MIB
+    job_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
-        for name in ("max_upload_bytes", "max_request_bytes", "max_storage_bytes", "workers"):
+        for name in (
+            "max_upload_bytes",
+            "max_request_bytes",
+            "max_storage_bytes",
+            "workers",
+            "max_inflated_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_upload_bytes > self.max_storage_bytes:
@@ -41,6 +52,8 @@ class ServiceLimits:
             )
         if self.retention_s <= 0 or self.max_queued_jobs < 1 or self.max_kept_jobs < 1:
             raise ValueError("retention_s, max_queued_jobs and max_kept_jobs must be positive")
+        if self.job_timeout_s <= 0:
+            raise ValueError(f"job_timeout_s must be positive, got {self.job_timeout_s}")
 
 
 def too_large_message(limit: int, what: str) -> str:

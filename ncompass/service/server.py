@@ -69,7 +69,8 @@ class BackgroundService:
     Args:
         host: Address to listen on.
         port: Port (0: a free one).
-        limits, storage_dir, provider, token: As for :func:`ncompass.service.create_app`.
+        limits, storage_dir, provider, token, allow_hosts: As for
+            :func:`ncompass.service.create_app`.
         start_timeout_s: How long to wait for the server to come up.
     """
 
@@ -82,12 +83,18 @@ class BackgroundService:
         storage_dir: Path | None = None,
         provider: AnalysisProvider | None = None,
         token: str | None = None,
+        allow_hosts: tuple[str, ...] = (),
         start_timeout_s: float = 20.0,
     ) -> None:
         from ncompass.service.app import create_app
 
         self.app = create_app(
-            limits=limits, storage_dir=storage_dir, provider=provider, token=token
+            limits=limits,
+            storage_dir=storage_dir,
+            provider=provider,
+            token=token,
+            host=host,
+            allow_hosts=allow_hosts,
         )
         self._host = host
         self._port = port

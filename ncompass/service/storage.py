@@ -2,7 +2,8 @@
 
 Items are named by random ids (never by a path a client sends), live under
 ``<root>/uploads/<id>/`` and ``<root>/results/<id>/``, and are deleted when they expire or when
-a new item needs room: oldest first, never one a queued or running job still reads.
+a new item needs room: oldest first, never one a queued or running job still reads. The service
+deletes only the folders it created (see :mod:`ncompass.service.storage_folder`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from ncompass.service.inflated_size import InflatedSize
 from ncompass.service.limits import ServiceLimits
+from ncompass.service.storage_folder import StorageFolder
 
 ItemKind = Literal["upload", "result"]
 
@@ -69,10 +72,14 @@ class TraceStore:
     """The service's files: uploads and results, bounded in bytes and age.
 
     Args:
-        root: Folder of the store; its ``uploads`` and ``results`` subfolders are emptied on
-            start and by :meth:`clear` (items are only known to the process that wrote them).
+        root: Folder of the store; the item folders a service wrote there are deleted on start
+            and by :meth:`clear` (items are only known to the process that wrote them), and a
+            folder holding anything else is refused.
         limits: The byte budget and retention time.
         clock: Seconds since the epoch (tests pass their own).
+
+    Raises:
+        StorageFolderError: ``root`` holds files the service did not write.
     """
 
     def __init__(
@@ -86,17 +93,14 @@ class TraceStore:
         # Bytes promised to uploads still arriving (counted in the budget before they commit).
         self._claims: dict[str, int] = {}
         self._lock = threading.Lock()
-        self.clear()
-        for sub in ("uploads", "results"):
-            (root / sub).mkdir(parents=True)
+        self.folder = StorageFolder.open(root)
 
     def clear(self) -> None:
-        """Delete every upload and result (on start, and when the service stops)."""
+        """Delete every upload and result (when the service stops)."""
         with self._lock:
             self._items.clear()
             self._claims.clear()
-            for sub in ("uploads", "results"):
-                shutil.rmtree(self.root / sub, ignore_errors=True)
+            self.folder.clear()
 
     @property
     def used_bytes(self) -> int:
@@ -107,14 +111,12 @@ class TraceStore:
     def open_upload(self, name: str | None) -> UploadSink:
         """Start receiving a trace; the client's ``name`` only becomes the file's base name."""
         item_id = new_id()
-        folder = self.root / "uploads" / item_id
-        folder.mkdir()
+        folder = self.folder.record("uploads", item_id)
         return UploadSink(self, item_id, folder / safe_file_name(name, "trace.json"))
 
     def reserve_result(self, job_id: str, name: str) -> Path:
         """Where a job writes its result (registered by :meth:`commit_result`)."""
-        folder = self.root / "results" / job_id
-        folder.mkdir(exist_ok=True)
+        folder = self.folder.record("results", job_id)
         return folder / safe_file_name(name, "result.json")
 
     def commit_result(self, job_id: str, path: Path) -> StoredItem:
@@ -227,19 +229,34 @@ class UploadSink:
         self.size = 0
         self._claimed = 0
         self._head = b""
+        self._inflated: InflatedSize | None = None
         self._file: IO[bytes] | None = path.open("wb")
+
+    @property
+    def inflating(self) -> bool:
+        """Whether the upload is gzip, each chunk inflated (and counted) as it is written."""
+        return self._inflated is not None
 
     def write(self, chunk: bytes) -> None:
         """Append a chunk.
 
         Raises:
             StorageFull: The budget cannot hold the upload so far.
+            InflatesTooLarge: A gzip upload inflates past ``max_inflated_bytes``.
+            NotGzip: An upload that starts like gzip is not valid gzip.
         """
         if self._file is None:
             raise ValueError("write to a closed upload")
+        before = self.size
         self.size += len(chunk)
         if len(self._head) < 64:
             self._head += chunk[: 64 - len(self._head)]
+        if self._inflated is not None:
+            self._inflated.feed(chunk)
+        elif before < len(_GZIP_MAGIC) <= self.size and self._head.startswith(_GZIP_MAGIC):
+            # Recognised by its first bytes: from here on every byte is inflated as it comes.
+            self._inflated = InflatedSize(self.store.limits.max_inflated_bytes)
+            self._inflated.feed(self._head[:before] + chunk)
         if self.size > self._claimed:
             # Claim in steps of 8 MiB (never past the upload limit) so that the budget is not
             # re-summed for every chunk.

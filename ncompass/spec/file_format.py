@@ -79,7 +79,8 @@ def validate_spec(
         lines of the entries each came from).
 
     Raises:
-        SpecError: the first problem, at its line (in a file) or location (in a dict).
+        SpecError: the first problem, at its line (in a file) or location (in a dict); a
+            :class:`SpecProblems` when the model finds several (it holds them all).
     """
     legacy: Version0Spec | None = None
     if is_version_0(data):
@@ -95,15 +96,41 @@ def validate_spec(
     try:
         validated = model.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        location: Location = tuple(first["loc"])
-        shown = legacy.origin(location) if legacy is not None else location
-        line = _closest_line(shown, lines) if path else None
-        message = _describe(model, first, location)
-        if path is None and shown:
-            message = f"{_dotted(shown)}: {message}"
-        raise SpecError(message, path, line) from None
+        problems = [_problem(model, found, path, lines, legacy) for found in error.errors()]
+        if len(problems) == 1:
+            raise problems[0] from None
+        raise SpecProblems(problems) from None
     return validated, (_v0_lines(lines, legacy) if legacy is not None else lines)
+
+
+class SpecProblems(SpecError):
+    """Several problems the model found in one spec: the first is the message (with a count
+    of the others), ``problems`` holds them all, in file order as pydantic reports them."""
+
+    def __init__(self, problems: list[SpecError]) -> None:
+        first = problems[0]
+        more = len(problems) - 1
+        plural = "s" if more != 1 else ""
+        also = f" (and {more} more problem{plural}: `ncompass spec validate` lists all)"
+        super().__init__(first.detail + also, first.path, first.line)
+        self.problems = problems
+
+
+def _problem(
+    model: type[BaseModel],
+    error: Any,
+    path: Path | None,
+    lines: dict[Location, int],
+    legacy: Version0Spec | None,
+) -> SpecError:
+    """One pydantic error as a spec error at its line (file) or location (dict)."""
+    location: Location = tuple(error["loc"])
+    shown = legacy.origin(location) if legacy is not None else location
+    line = _closest_line(shown, lines) if path else None
+    message = _describe(model, error, location)
+    if path is None and shown:
+        message = f"{_dotted(shown)}: {message}"
+    return SpecError(message, path, line)
 
 
 def _v0_lines(lines: dict[Location, int], legacy: Version0Spec) -> dict[Location, int]:
@@ -247,4 +274,4 @@ class _LinedBuilder:
         return self._scalars.construct_object(node)
 
 
-__all__ = ["Location", "dump_spec_yaml", "read_spec", "validate_spec"]
+__all__ = ["Location", "SpecProblems", "dump_spec_yaml", "read_spec", "validate_spec"]

@@ -29,6 +29,7 @@ def merge_specs(
         for target in config.targets:
             copy = target.model_copy(deep=True)
             copy._spec_path = target.spec_path or config.path
+            _copy_lines(target, copy)
             if explicit:
                 markers: list[FunctionMarker | CallMarker | RangeMarker] = [
                     *copy.functions,
@@ -38,7 +39,7 @@ def merge_specs(
                 for marker in markers:
                     if marker.context is None:
                         marker.context = config.context
-            _copy_lines(target, copy)
+                        marker._context_line = config.context_line
             targets.append(copy)
         if config.name:
             names.append(config.name)
@@ -66,6 +67,7 @@ def _copy_lines(source: TargetSpec, copy: TargetSpec) -> None:
     for kind in ("functions", "calls", "ranges", "replace"):
         for original, copied in zip(getattr(source, kind), getattr(copy, kind), strict=True):
             copied._line = original.line
+            copied._context_line = getattr(original, "_context_line", None)
 
 
 __all__ = ["merge_specs"]

@@ -39,7 +39,19 @@ class _SpecModel(BaseModel):
         return self._line
 
 
-class FunctionMarker(_SpecModel):
+class _MarkerModel(_SpecModel):
+    """Base of the markers: they remember the line of the ``context:`` that chose theirs."""
+
+    # the marker's own `context:` line, or its spec's when merging wrote the spec's onto it
+    _context_line: int | None = PrivateAttr(default=None)
+
+    @property
+    def context_line(self) -> int | None:
+        """The line of the ``context:`` this marker's context comes from, when known."""
+        return self._context_line
+
+
+class FunctionMarker(_MarkerModel):
     """Wrap whole function or method bodies, chosen by qualname or glob."""
 
     qualname: str = Field(min_length=1)
@@ -48,7 +60,7 @@ class FunctionMarker(_SpecModel):
     values: dict[str, Any] = Field(default_factory=dict)
 
 
-class CallMarker(_SpecModel):
+class CallMarker(_MarkerModel):
     """Wrap the statements that call ``call`` inside the function ``in``."""
 
     in_: str = Field(alias="in", min_length=1)
@@ -58,7 +70,7 @@ class CallMarker(_SpecModel):
     values: dict[str, Any] = Field(default_factory=dict)
 
 
-class RangeMarker(_SpecModel):
+class RangeMarker(_MarkerModel):
     """Wrap a run of whole statements of one block, given by original line numbers."""
 
     in_: str = Field(alias="in", min_length=1)
@@ -270,6 +282,10 @@ class RewriteConfig(_SpecModel):
             for kind in _MARKER_LISTS:
                 for position, marker in enumerate(getattr(target, kind)):
                     marker._line = lines.get(("targets", index, kind, position))
+                    if isinstance(marker, _MarkerModel):
+                        marker._context_line = lines.get(
+                            ("targets", index, kind, position, "context")
+                        )
 
 
 __all__ = [

@@ -30,6 +30,7 @@ from ncompass.traces.events import (
     classify_gpu_event,
     microseconds,
 )
+from ncompass.traces.identity import TraceIdentity, trace_identity
 from ncompass.traces.reader import TraceValueError
 
 try:
@@ -183,11 +184,14 @@ class LinkedTrace:
     event_counts: dict[str, int] = field(default_factory=dict)
 
     @property
+    def identity(self) -> TraceIdentity:
+        """Who recorded the trace: its rank, process and role (see :func:`trace_identity`)."""
+        return trace_identity(self.metadata)
+
+    @property
     def rank(self) -> int | None:
-        """``distributedInfo.rank`` when the trace has one."""
-        info = self.metadata.get("distributedInfo")
-        rank = info.get("rank") if isinstance(info, dict) else None
-        return rank if isinstance(rank, int) else None
+        """The rank the trace names (``ncompass_process.rank``, else ``distributedInfo.rank``)."""
+        return self.identity.rank
 
     def marker_of_gpu_event(self, index: int) -> int:
         """Index of the marker whose range launched GPU event ``index``, or :data:`NO_LINK`."""

@@ -82,6 +82,57 @@ def test_list_names_a_cache_file_it_cannot_use(cache_dir: Path) -> None:
     assert [item["file"] for item in listing["unusable"]] == [str(torn)]
 
 
+def test_list_marks_a_cached_choice_outside_the_search_space(cache_dir: Path) -> None:
+    device = DeviceIdentity("NVIDIA A100-SXM4-80GB", "sm_80")
+    key = TuningKey("gemm", kernel_source_hash("gemm"), "3.9.0", device, "float16", "m64-n64-k64")
+    impossible = KernelConfig.of(BLOCK_M=65, BLOCK_N=64, BLOCK_K=32, GROUP_M=8)
+    TuningCache(cache_dir).store(key, CachedChoice(impossible, 0.41, 9, "cuda-events"))
+    result = ncompass("list")
+    assert result.exit_code == 0
+    entry, mark = result.output.splitlines()[-2:]
+    assert entry.lstrip().startswith("float16/m64-n64-k64") and "BLOCK_M=65" in entry
+    assert mark.strip() == (
+        "[unusable: outside the search space, BLOCK_M=65 is not one of 16, 32, 64, 128; its "
+        "calls run PyTorch until `ncompass kernels tune --force` tunes that shape again]"
+    )
+    listing = json.loads(ncompass("list", "--json").output)
+    (cached,) = listing["cached"]
+    choice = cached["choices"]["float16/m64-n64-k64"]
+    assert choice["unusable"] == "BLOCK_M=65 is not one of 16, 32, 64, 128"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("interpreter")
+def test_tune_refuses_a_cached_choice_outside_the_search_space_until_forced(
+    cache_dir: Path,
+) -> None:
+    assert ncompass("tune", "--op", "matmul", "--shapes", "a=4x4,b=4x4").exit_code == 0
+    (path,) = cache_dir.glob("gemm-*.json")
+    path.write_text(path.read_text().replace('"BLOCK_M": 16', '"BLOCK_M": 65'))
+    reset_autotuner()  # as a new process would
+    refused = ncompass("tune", "--op", "matmul", "--shapes", "a=4x4,b=4x4")
+    assert refused.exit_code == 0, refused.output
+    assert refused.output.splitlines()[0] == (
+        "matmul float32 a=4x4,b=4x4: cached choice outside the search space "
+        "(BLOCK_M=65 is not one of 16, 32, 64, 128; --force tunes it again)"
+    )
+    (warning,) = refused.stderr.splitlines()
+    assert warning.startswith(f"warning: {path}: entry 'float32/m4-n4-k4' is outside the gemm")
+    forced = ncompass("tune", "--op", "matmul", "--shapes", "a=4x4,b=4x4", "--force")
+    assert forced.exit_code == 0 and "tuned now" in forced.output
+    assert "unusable" not in ncompass("list").output
+
+
+@pytest.mark.usefixtures("interpreter")
+def test_an_unknown_activation_is_one_line_and_exit_2() -> None:
+    result = ncompass("tune", "--op", "matmul", "--shapes", "a=4x4,b=4x4,activation=swish")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        "error: matmul shape 'a=4x4,b=4x4,activation=swish': activation 'swish' is not one of "
+        "none, relu, gelu, gelu_tanh, silu\n"
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("interpreter")
 def test_tune_over_a_corrupt_cache_warns_in_one_line_and_recovers(cache_dir: Path) -> None:

@@ -127,6 +127,24 @@ def test_corrupt_cache_entry_is_a_miss(lab: ModuleLab, rewrites: list[str]) -> N
     assert len(rewrites) == 2
 
 
+def test_a_damaged_entry_with_an_intact_key_is_rewritten_and_replaced(
+    lab: ModuleLab, rewrites: list[str]
+) -> None:
+    path = lab.write("cached_mod", "def f():\n    return 'ORIGINAL-VALUE'\n")
+    assert lab.load("cached_mod", SPEC).f() == "ORIGINAL-VALUE"
+    entry = Path(cache.cache_path(str(path)))
+    written = entry.read_bytes()
+    # One constant changed inside the cached code; magic, key and lengths are untouched.
+    damaged = written.replace(b"ORIGINAL-VALUE", b"TAMPERED-VALUE")
+    assert damaged != written and len(damaged) == len(written)
+    entry.write_bytes(damaged)
+    assert lab.load("cached_mod", SPEC).f() == "ORIGINAL-VALUE"
+    assert rewrites == ["cached_mod", "cached_mod"]
+    assert entry.read_bytes() == written  # the entry was replaced by a good one
+    assert lab.load("cached_mod", SPEC).f() == "ORIGINAL-VALUE"
+    assert len(rewrites) == 2  # and is used again
+
+
 def test_concurrent_first_imports_write_one_valid_entry(lab: ModuleLab) -> None:
     path = lab.write("cached_mod", "import time\ntime.sleep(0.02)\n\ndef f():\n    return 1\n")
     lab.load("cached_mod", SPEC)

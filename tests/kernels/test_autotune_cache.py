@@ -169,7 +169,8 @@ cache = TuningCache(root)
 device = DeviceIdentity("NVIDIA A100-SXM4-80GB", "sm_80")
 for i in range(25):
     key = TuningKey("gemm", "0123456789abcdef", "3.9.0", device, "float16", f"w{worker}-{i}")
-    cache.store(key, CachedChoice(KernelConfig.of(BLOCK_M=16 * (i % 4 + 1)), float(i), 1, "cpu"))
+    config = KernelConfig.of(BLOCK_M=16 << (i % 4), BLOCK_N=16, BLOCK_K=16, GROUP_M=1)
+    cache.store(key, CachedChoice(config, float(i), 1, "cpu"))
 """
 
 

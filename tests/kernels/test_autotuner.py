@@ -8,17 +8,26 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 
 from ncompass.kernels import execute, ops
-from ncompass.kernels.autotune.cache import TuningCache
+from ncompass.kernels.autotune.cache import (
+    AutotuneCacheWarning,
+    CachedChoice,
+    TuningCache,
+    UnusableCachedChoice,
+)
 from ncompass.kernels.autotune.config import KernelConfig
 from ncompass.kernels.autotune.timing import CpuTimer
 from ncompass.kernels.autotune.tuner import Autotuner, autotuner
 from ncompass.kernels.problems import GemmProblem
+from ncompass.kernels.shapes import parse_shape
+from ncompass.kernels.stats import stats
+from ncompass.kernels.tuning import tune_shape
 from tests.kernels.conftest import REPO, run_python
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("interpreter", "tuning")]
@@ -155,3 +164,30 @@ def test_concurrent_processes_tuning_different_shapes_keep_every_choice(tmp_path
         "float32/m4-n64-k64",
         "float32/m64-n64-k64",
     ]
+
+
+def test_a_cached_choice_outside_the_search_space_runs_pytorch_with_one_warning(
+    kernel_environment: Path,
+) -> None:
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    key = execute.gemm_launch(GemmProblem(4, 4, 4, "float32"), a, b, None).key()
+    impossible = KernelConfig.of(BLOCK_M=65, BLOCK_N=16, BLOCK_K=16, GROUP_M=1)
+    cache = TuningCache(kernel_environment)
+    cache.store(key, CachedChoice(impossible, 0.1, 4, "cpu"))  # valid JSON, as a hand edit
+    with warnings.catch_warnings(record=True) as noticed, torch.no_grad():
+        warnings.simplefilter("always")
+        outputs = [ops.matmul(a, b) for _ in range(3)]
+    assert all(torch.allclose(out, a @ b) for out in outputs)
+    (warning,) = [w for w in noticed if issubclass(w.category, AutotuneCacheWarning)]
+    assert str(warning.message).startswith(f"{cache.path(key)}: entry 'float32/m4-n4-k4' is")
+    assert "(BLOCK_M=65 is not one of 16, 32, 64, 128)" in str(warning.message)
+    assert warning.filename == __file__  # points at the call, not inside ncompass
+    matmul = stats()["matmul"]
+    assert matmul.kernel_calls == 0 and matmul.fallbacks == {execute.UNUSABLE_CACHED_CHOICE: 3}
+    with pytest.raises(UnusableCachedChoice), pytest.warns(AutotuneCacheWarning):
+        TuningCache(kernel_environment).lookup(key)  # the entry stays until tuned again
+    forced = tune_shape(parse_shape("matmul", "a=4x4,b=4x4"), "float32", force=True)
+    assert forced.choice is not None and forced.choice.config != impossible
+    with torch.no_grad():
+        assert torch.allclose(ops.matmul(a, b), a @ b)
+    assert stats()["matmul"].kernel_calls == 1

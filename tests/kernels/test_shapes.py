@@ -44,6 +44,7 @@ def test_several_shapes_in_one_option() -> None:
         ("conv2d", "x=1x3x8x8,w=4x3x3x3,stride=0", "stride=0 is out of range"),
         ("matmul", "a=4x4,oops", "'oops' is not name=value"),
         ("matmul", "a=4x4 b=4x4", "a='4x4 b=4x4' is not sizes like 64x3x3"),
+        ("matmul", "a=4x4,b=4x4,activation=swish", "activation 'swish' is not one of none, relu"),
     ],
 )
 def test_malformed_shapes_say_what_is_wrong(op: str, text: str, message: str) -> None:

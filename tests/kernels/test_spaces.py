@@ -11,6 +11,7 @@ from ncompass.kernels.autotune.spaces import (
     CONV2D_SPACE,
     GEMM_SPACE,
     NORM_SPACE,
+    SPACES,
     attention_candidates,
     conv2d_candidates,
     gemm_candidates,
@@ -105,3 +106,47 @@ def test_attention_blocks_are_clamped_to_the_sequence_lengths() -> None:
     prefill = AttentionProblem(1, 32, 2048, 2048, 128, "float16", causal=True, scale=0.1)
     for config in attention_candidates(prefill, False, shared_memory=65536):
         assert 128 * (config["BLOCK_M"] + 2 * config["BLOCK_N"] * config.num_stages) * 2 <= 65536
+
+
+@pytest.mark.parametrize("interpreted", [False, True])
+def test_every_pruned_candidate_is_inside_its_space(interpreted: bool) -> None:
+    sizes = (1, 3, 17, 100, 5000)
+    for m in sizes:
+        for n in sizes:
+            gemm = GemmProblem(m, n, 7 * n, "float16")
+            for memory in (None, 49152, 8192):
+                for config in gemm_candidates(gemm, interpreted, memory):
+                    assert SPACES["gemm"].outside(config) is None, config
+                attention = AttentionProblem(1, 2, m, n, 64, "float32", False, 1.0)
+                for config in attention_candidates(attention, interpreted, memory):
+                    assert SPACES["attention"].outside(config) is None, config
+            conv = Conv2dProblem(1, 3, m % 60 + 3, n % 60 + 3, n % 70 + 1, 3, 3, 1, 1, 1, 1, "float32")  # fmt: skip
+            for config in conv2d_candidates(conv, interpreted, 49152):
+                assert SPACES["conv2d"].outside(config) is None, config
+            for config in norm_candidates(NormProblem(m, n * 13, "float32", False, 1e-5), interpreted):  # fmt: skip
+                assert SPACES["norm"].outside(config) is None, config
+
+
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        (
+            KernelConfig.of(BLOCK_M=65, BLOCK_N=16, BLOCK_K=16, GROUP_M=1),
+            "BLOCK_M=65 is not one of 16, 32, 64, 128",
+        ),
+        (  # a power of two below tl.dot's minimum
+            KernelConfig.of(BLOCK_M=16, BLOCK_N=8, BLOCK_K=16, GROUP_M=1),
+            "BLOCK_N=8 is not one of 16, 32, 64, 128, 256",
+        ),
+        (
+            KernelConfig.of(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16),
+            "parameters BLOCK_K, BLOCK_M, BLOCK_N instead of BLOCK_K, BLOCK_M, BLOCK_N, GROUP_M",
+        ),
+        (
+            KernelConfig.of(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=1, num_warps=3),
+            "num_warps=3 is not one of 2, 4, 8",
+        ),
+    ],
+)
+def test_a_config_no_pruning_gives_is_outside_the_space(config: KernelConfig, reason: str) -> None:
+    assert SPACES["gemm"].outside(config) == reason

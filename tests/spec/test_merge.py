@@ -24,4 +24,6 @@ def test_merge_keeps_each_specs_context_and_source(tmp_path: Path) -> None:
     assert second.functions[0].context is None  # b chose none: the profiler's default applies
     assert first.spec_path == a.resolve() and second.spec_path == b.resolve()
     assert first.functions[0].line == 6
+    assert first.functions[0].context_line == 2  # a bad context is reported at a's `context:`
+    assert second.functions[0].context_line is None
     assert merged.name == "b"

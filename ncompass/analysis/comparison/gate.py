@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ncompass.analysis.comparison.noise import run_count_warnings
 from ncompass.analysis.comparison.result import SLOWER, Change, Comparison
 from ncompass.errors import NcompassError
 
@@ -92,6 +93,9 @@ def check_slowdown(
         f"gate {'FAILED' if failed else 'passed'}: {label} {ratio - 1:+.1%} ({reason}; "
         f"{change.verdict}), allowed +{threshold:.1%}{band}"
     )
+    runs = (len(comparison.before_paths), len(comparison.after_paths))
+    for warning in run_count_warnings(*runs, threshold):
+        message += f"\nwarning: {warning}"
     return GateResult(change, threshold, failed, message)
 
 

@@ -9,7 +9,12 @@ from typing import Any
 
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names, short_kernel_name
-from ncompass.analysis.comparison.markdown import describe_change, reading_note
+from ncompass.analysis.comparison.markdown import (
+    PROCESSES,
+    describe_change,
+    reading_note,
+    verdict_cell,
+)
 from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT, TIMELINE_CSS, timeline_svg
 
 _CSS = " ".join(
@@ -26,6 +31,7 @@ _CSS = " ".join(
         ".slower{color:#c42525;font-weight:600} .faster{color:#2a8a3e;font-weight:600}",
         ".same,.unknown{color:#666} .new,.vanished{color:#6a51a3;font-weight:600}",
         ".note{color:#555;font-size:.85rem}",
+        ".warning{color:#8a4b00;font-size:.9rem}",
     )
 )
 _KINDS = (("markers", "Markers"), ("kernels", "GPU kernels"), ("cpu_ops", "CPU operators"))
@@ -67,13 +73,16 @@ def render_comparison_html(
     else:
         parts.append("<p>No real change in any entry.</p>")
     parts.append(f'<p class="note">{escape(reading_note(comparison))} Click a column to sort.</p>')
+    for warning in comparison.get("warnings", []):
+        parts.append(f'<p class="warning"><b>Warning:</b> {escape(warning)}.</p>')
     for side, timeline, paths in zip(
         ("Before", "After"), timelines, (comparison["before"], comparison["after"]), strict=True
     ):
         if timeline.get("busy"):
             parts.append(f"<h2>{side}: {escape(Path(paths[0]).name)}</h2>")
             parts.append(timeline_svg(timeline))
-    for key, heading in _KINDS:
+    kinds = (PROCESSES, *_KINDS) if "processes" in comparison else _KINDS
+    for key, heading in kinds:
         rows = comparison[key][:top]
         if rows:
             names = distinct_short_names([row["name"] for row in rows])
@@ -97,7 +106,7 @@ def _table(rows: list[dict[str, Any]], short_names: dict[str, str] | None) -> st
     header = (
         '<table class="sortable"><thead><tr><th>name</th><th>calls before</th>'
         "<th>calls after</th><th>before</th><th>after</th><th>change</th><th>ratio</th>"
-        "<th>interval</th><th>verdict</th></tr></thead><tbody>"
+        "<th>interval</th><th>typical call</th><th>verdict</th></tr></thead><tbody>"
     )
     body = [header]
     for row in rows:
@@ -105,6 +114,7 @@ def _table(rows: list[dict[str, Any]], short_names: dict[str, str] | None) -> st
         shown = short_names.get(name, name) if short_names else name
         before, after = row["before"], row["after"]
         interval = row["interval"]
+        typical = row.get("lower_quartile_ratio")
         cells = [
             f'<td title="{escape(_full_name(row))}">{escape(shown)}</td>',
             _number(before["calls"] if before else None, f"{before['calls']:g}" if before else "-"),
@@ -117,7 +127,9 @@ def _table(rows: list[dict[str, Any]], short_names: dict[str, str] | None) -> st
                 interval[0] if interval else None,
                 f"{interval[0]:.3f}–{interval[1]:.3f}" if interval else "-",
             ),
-            f'<td class="{escape(row["verdict"])}">{escape(row["verdict"])}</td>',
+            _number(typical, f"{typical:.3f}" if typical is not None else "-"),
+            f'<td class="{escape(row["verdict"])}" title="{escape(row.get("reason", ""))}">'
+            f"{escape(verdict_cell(row))}</td>",
         ]
         body.append("<tr>" + "".join(cells) + "</tr>")
     body.append("</tbody></table>")

@@ -9,6 +9,7 @@ from ncompass.analysis.comparison.kernel_names import distinct_short_names
 
 _NAME_WIDTH = 80
 _KINDS = (("markers", "Markers"), ("kernels", "GPU kernels"), ("cpu_ops", "CPU operators"))
+PROCESSES = ("processes", "Processes, matched by role (CPU time in their outermost markers)")
 
 
 def render_comparison_markdown(comparison: dict[str, Any], *, top: int = 20) -> str:
@@ -39,11 +40,14 @@ def render_comparison_markdown(comparison: dict[str, Any], *, top: int = 20) -> 
     if biggest:
         lines.append("")
     lines.append(reading_note(comparison))
-    for key, title in _KINDS:
+    for warning in comparison.get("warnings", []):
+        lines += ["", f"**Warning:** {warning}."]
+    kinds = (PROCESSES, *_KINDS) if "processes" in comparison else _KINDS
+    for key, title in kinds:
         rows = [row for row in comparison[key] if row["verdict"] not in ("new", "vanished")]
         lines += _table(title, rows[:top], len(rows), kernels=key == "kernels")
     appeared = [
-        row for key, _ in _KINDS for row in comparison[key] if row["verdict"] in ("new", "vanished")
+        row for key, _ in kinds for row in comparison[key] if row["verdict"] in ("new", "vanished")
     ]
     if appeared:
         lines += [
@@ -105,8 +109,8 @@ def _table(title: str, rows: list[dict[str, Any]], total: int, *, kernels: bool)
         "",
         f"## {title}{shown}",
         "",
-        "| name | calls | before | after | change | ratio (interval) | verdict |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| name | calls | before | after | change | ratio (interval) | typical call | verdict |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in rows:
         before, after = row["before"], row["after"]
@@ -118,13 +122,22 @@ def _table(title: str, rows: list[dict[str, Any]], total: int, *, kernels: bool)
         if interval:
             ratio += f" ({interval[0]:.3f}–{interval[1]:.3f})"
         delta = ("+" if row["delta_us"] >= 0 else "−") + format_duration(abs(row["delta_us"]))
+        typical = row.get("lower_quartile_ratio")
         lines.append(
             f"| `{_cell(names[row['name']], kernels)}` | {calls} | "
             f"{format_duration(before['total_us'])} | "
             f"{format_duration(after['total_us'])} | {delta} | "
-            f"{ratio} | {row['verdict']} |"
+            f"{ratio} | {'-' if typical is None else f'{typical:.3f}'} | {verdict_cell(row)} |"
         )
     return lines
+
+
+def verdict_cell(row: dict[str, Any]) -> str:
+    """The verdict, with its reason where the interval alone would suggest another one."""
+    interval, verdict = row["interval"], row["verdict"]
+    if verdict == "same" and interval and not interval[0] <= 1.0 <= interval[1]:
+        return f"same: {row['reason']}"
+    return str(verdict)
 
 
 def _files(paths: list[str]) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ncompass.analysis.comparison.interval import ratio_interval
 from ncompass.analysis.comparison.kernel_names import normalize_kernel_name
+from ncompass.analysis.comparison.noise import contention_warnings, run_count_warnings
 from ncompass.analysis.comparison.result import (
     NEGLIGIBLE_US,
     NOISE,
@@ -32,7 +33,8 @@ def compare(
     """Compare traces recorded before and after a change.
 
     Each side may hold several traces (ranks, or repeated runs); their samples are pooled and
-    times are reported per run. Every trace is read once, streaming.
+    times are reported per run. A run's merged trace is one run: its processes are matched by
+    role (``rank 0`` to ``rank 0``) in ``processes``. Every trace is read once, streaming.
 
     Args:
         before: Trace files of the first side.
@@ -77,16 +79,24 @@ def compare_samples(before: SideSamples, after: SideSamples, *, noise: float = N
     def judged(changes: tuple[Change, ...], floor: float) -> tuple[Change, ...]:
         return tuple(replace(change, noise=noise, negligible_us=floor) for change in changes)
 
+    markers = judged(_by_name("marker", "markers", before, after), negligible_us)
+    cpu_ops = judged(_by_name("cpu_op", "cpu_ops", before, after), negligible_us)
+    warnings = [
+        *run_count_warnings(before.runs, after.runs, None),
+        *contention_warnings([*markers, *cpu_ops]),
+    ]
     return Comparison(
         before_paths=tuple(str(path) for path in before.paths),
         after_paths=tuple(str(path) for path in after.paths),
         overall=judged(_overall(before, after), 0.0),
-        markers=judged(_by_name("marker", "markers", before, after), negligible_us),
-        cpu_ops=judged(_by_name("cpu_op", "cpu_ops", before, after), negligible_us),
+        markers=markers,
+        cpu_ops=cpu_ops,
         kernels=judged(_kernels(before, after), negligible_us),
+        processes=judged(_by_name("process", "processes", before, after), negligible_us),
         timelines=(before.timeline, after.timeline),
         noise=noise,
         negligible_us=negligible_us,
+        warnings=tuple(warnings),
     )
 
 

@@ -62,7 +62,8 @@ class Change:
     """One entry (a marker, CPU operator, kernel, or a whole-run measure) before and after.
 
     Attributes:
-        kind: ``step``, ``run``, ``gpu_busy``, ``marker``, ``cpu_op`` or ``kernel``.
+        kind: ``step``, ``run``, ``gpu_busy``, ``marker``, ``cpu_op``, ``kernel`` or
+            ``process`` (a role of a run's processes: the time of its outermost markers).
         name: The entry's name (the normalised name when matched by it).
         before, after: Its times on each side; None where it does not occur.
         ratio: ``after.mean_us / before.mean_us`` (None when a side is missing or 0).
@@ -124,6 +125,36 @@ class Change:
         return self.interval.high < 1.0 and max(ratios) < 1.0 / (1.0 + self.noise)
 
     @property
+    def lower_quartile_ratio(self) -> float | None:
+        """The typical call's ratio: after's lower quartile over before's."""
+        if self.before is None or self.after is None or self.before.lower_quartile_us <= 0:
+            return None
+        return self.after.lower_quartile_us / self.before.lower_quartile_us
+
+    @property
+    def reason(self) -> str:
+        """Why the verdict is what it is: the condition that decided it (see :meth:`_moved`)."""
+        verdict = self.verdict
+        if verdict in (NEW, VANISHED):
+            return f"on the {'after' if verdict == NEW else 'before'} side only"
+        if verdict == UNKNOWN or self.interval is None or self.ratio is None:
+            return "one sample a side: no interval"
+        typical = self.lower_quartile_ratio
+        typical_text = f"typical call x{typical:.3f}" if typical is not None else "no typical call"
+        band = f"±{self.noise:.0%}"
+        if verdict in (SLOWER, FASTER):
+            return f"interval excludes 1; mean x{self.ratio:.3f} and {typical_text} beyond {band}"
+        if self.interval.low <= 1.0 <= self.interval.high:
+            return "interval holds 1"
+        assert self.before is not None and self.after is not None
+        moved = abs(self.after.mean_us - self.before.mean_us)
+        if moved < self.negligible_us:
+            return f"the mean call moved {moved:.3f} µs, under {self.negligible_us} µs"
+        if typical is not None and 1 / (1 + self.noise) <= typical <= 1 + self.noise:
+            return f"{typical_text}, inside {band}: the change is in a few slow calls"
+        return f"mean x{self.ratio:.3f} inside {band}"
+
+    @property
     def is_real(self) -> bool:
         """Whether the change is real: ``slower`` or ``faster`` (see :attr:`verdict`)."""
         return self.verdict in (SLOWER, FASTER)
@@ -146,6 +177,8 @@ class Change:
             "delta_us": self.delta_us,
             "ratio": self.ratio,
             "interval": [self.interval.low, self.interval.high] if self.interval else None,
+            "lower_quartile_ratio": self.lower_quartile_ratio,
+            "reason": self.reason,
             "matched_by": self.matched_by,
         }
         if self.names_before or self.names_after:
@@ -163,10 +196,14 @@ class Comparison:
         overall: Whole-run measures: the step time (``ProfilerStep`` ranges, else the run's
             span), and the GPU busy time when there is GPU work.
         markers, cpu_ops, kernels: One change per name, the largest change of time first.
+        processes: One change per process role of runs' merged traces (``rank 0`` matched to
+            ``rank 0``): the time of its outermost markers. Empty for other traces.
         timelines: The busy timelines of each side's first trace, for the HTML page (not in
             :meth:`to_dict`).
         noise: The practical-equivalence band every verdict used (see :class:`Change`).
         negligible_us: The change of the mean call below which a change is ``same``.
+        warnings: What the verdicts cannot show by themselves: a contended side, too few runs
+            (see :mod:`.noise`).
     """
 
     before_paths: tuple[str, ...]
@@ -175,9 +212,11 @@ class Comparison:
     markers: tuple[Change, ...] = field(default_factory=tuple)
     cpu_ops: tuple[Change, ...] = field(default_factory=tuple)
     kernels: tuple[Change, ...] = field(default_factory=tuple)
+    processes: tuple[Change, ...] = field(default_factory=tuple)
     timelines: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {})
     noise: float = NOISE
     negligible_us: float = 0.0
+    warnings: tuple[str, ...] = ()
 
     @property
     def run_time(self) -> Change:
@@ -202,19 +241,24 @@ class Comparison:
         return next((change for change in self.markers if change.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the ``ncompass compare --json`` shape)."""
-        return {
+        """JSON-ready dict (the ``ncompass compare --json`` shape; ``processes`` only when a
+        side holds a run's merged trace of several processes)."""
+        values: dict[str, Any] = {
             "before": list(self.before_paths),
             "after": list(self.after_paths),
             "confidence": CONFIDENCE,
             "noise": self.noise,
             "negligible_us": self.negligible_us,
+            "warnings": list(self.warnings),
             "overall": [change.to_dict() for change in self.overall],
             "biggest_changes": [change.to_dict() for change in self.biggest_changes()],
             "markers": [change.to_dict() for change in self.markers],
             "cpu_ops": [change.to_dict() for change in self.cpu_ops],
             "kernels": [change.to_dict() for change in self.kernels],
         }
+        if self.processes:
+            values["processes"] = [change.to_dict() for change in self.processes]
+        return values
 
     def to_markdown(self, *, top: int = 20) -> str:
         """The report ``ncompass compare`` prints."""

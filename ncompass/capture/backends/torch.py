@@ -29,6 +29,7 @@ from ncompass.capture.compiled_kernels import (
     provenance_note,
     start_recording,
 )
+from ncompass.capture.kineto_log import quiet_kineto_log
 from ncompass.errors import CaptureError, TraceError
 
 
@@ -100,7 +101,8 @@ class TorchProfiler:
             if TorchProfiler._active is not None or torch._C._autograd._profiler_enabled():
                 raise CaptureError("a torch profiler is already recording in this process")
             if self._profile is not None:  # prepared: recording begins now, warm-up is done
-                self._profile._start_trace()
+                with quiet_kineto_log():
+                    self._profile._start_trace()
                 _add_distributed_info(torch)
             else:
                 activities = [ProfilerActivity.CPU]
@@ -112,7 +114,8 @@ class TorchProfiler:
                     profile_memory=self.profile_memory,
                     with_stack=self.with_stack,
                 )
-                self._profile.__enter__()
+                with quiet_kineto_log():
+                    self._profile.__enter__()
             TorchProfiler._active = self
         self._kernel_origins = start_recording()
 
@@ -145,7 +148,8 @@ class TorchProfiler:
             profile_memory=self.profile_memory,
             with_stack=self.with_stack,
         )
-        self._profile._prepare_trace()
+        with quiet_kineto_log():
+            self._profile._prepare_trace()
 
     def add_window(self, title: str, output_path: Path) -> str:
         """Register a window; returns the unique range name to record around it."""
@@ -160,7 +164,8 @@ class TorchProfiler:
             TorchProfiler._active = None
         self._stop_recording_kernels()
         if profile is not None:
-            profile.__exit__(None, None, None)
+            with quiet_kineto_log():
+                profile.__exit__(None, None, None)
 
     @contextmanager
     def room_for_code_profiler(self, before_stepping_aside: Callable[[], object]) -> Iterator[None]:
@@ -211,7 +216,8 @@ class TorchProfiler:
                 "the profiled code ran a torch profiler of its own, which ended ncompass's; "
                 "no ncompass trace was written (use the code's own trace)"
             )
-        profile.__exit__(None, None, None)
+        with quiet_kineto_log():
+            profile.__exit__(None, None, None)
         try:
             with atomic_output(self.output_path) as temporary:  # ends in .gz if the output does
                 profile.export_chrome_trace(str(temporary))

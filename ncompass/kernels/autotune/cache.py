@@ -12,11 +12,14 @@ Writers take an exclusive ``flock`` on ``FILE.lock`` around read-merge-write and
 atomically (``ncompass._files.write_atomic``, flushed to disk), so concurrent processes neither lose
 each other's entries nor leave a half-written file; readers need no lock. A file that does not
 parse is reported once, moved aside to ``FILE.corrupt`` by the next writer, and tuned again.
+An entry whose config the kernel's search space can never give (a hand-edited block size of 65)
+is reported once and refused: its calls run PyTorch until it is tuned again with ``force``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -31,6 +34,9 @@ from ncompass._files import write_atomic
 from ncompass.errors import NcompassWarning
 from ncompass.kernels.autotune.config import KernelConfig
 from ncompass.kernels.autotune.device import DeviceIdentity
+from ncompass.kernels.autotune.spaces import SPACES
+from ncompass.kernels.errors import KernelError
+from ncompass.warning_location import stacklevel_outside
 
 FORMAT = 1
 CACHE_DIR_VARIABLE = environment_variables.NCOMPASS_AUTOTUNE_DIR
@@ -38,6 +44,25 @@ CACHE_DIR_VARIABLE = environment_variables.NCOMPASS_AUTOTUNE_DIR
 
 class AutotuneCacheWarning(NcompassWarning):
     """The autotune cache could not be read or written; tuning goes on without it."""
+
+
+class UnusableCachedChoice(KernelError):
+    """A cached config outside its kernel's search space: the call must not run it.
+
+    Attributes:
+        reason: What is wrong with the config (``BLOCK_M=65 is not one of 16, 32, 64, 128``).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the cached tuning choice is outside the search space: {reason}")
+        self.reason = reason
+
+
+def outside_space(kernel: str, config: KernelConfig) -> str | None:
+    """Why ``kernel``'s search space can never give ``config``, or None (an unknown kernel has
+    no space to check against)."""
+    space = SPACES.get(kernel)
+    return None if space is None else space.outside(config)
 
 
 def default_cache_dir() -> Path:
@@ -128,7 +153,11 @@ class CachedChoice:
 
 @dataclass(frozen=True)
 class CacheFile:
-    """One cache file as read back (for ``ncompass kernels list``)."""
+    """One cache file as read back (for ``ncompass kernels list``).
+
+    Attributes:
+        unusable: Entry -> why its config is outside the kernel's search space.
+    """
 
     path: Path
     kernel: str
@@ -136,6 +165,7 @@ class CacheFile:
     triton: str
     device: DeviceIdentity
     entries: dict[str, CachedChoice]
+    unusable: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class TuningCache:
@@ -151,7 +181,12 @@ class TuningCache:
         return self.root / key.file_name
 
     def lookup(self, key: TuningKey) -> CachedChoice | None:
-        """The stored choice for ``key``, or None (missing, unreadable or corrupt file)."""
+        """The stored choice for ``key``, or None (missing, unreadable or corrupt file).
+
+        Raises:
+            UnusableCachedChoice: the stored config is outside the kernel's search space
+                (reported once as a warning too).
+        """
         path = self.path(key)
         try:
             document = _parse(path.read_text(encoding="utf-8"))
@@ -171,11 +206,21 @@ class TuningCache:
         if entry is None:
             return None
         try:
-            return CachedChoice.from_json(entry)
+            choice = CachedChoice.from_json(entry)
         except ValueError as error:
             message = f"{path}: entry {key.entry!r} is invalid ({error}); tuning again"
             self._warn(path, "entry", message)
             return None
+        reason = outside_space(key.kernel, choice.config)
+        if reason is not None:
+            message = (
+                f"{path}: entry {key.entry!r} is outside the {key.kernel} kernel's search space "
+                f"({reason}); its calls run PyTorch until `ncompass kernels tune --force` "
+                "tunes that shape again (or the file is deleted)"
+            )
+            self._warn(path, f"outside {key.entry}", message)
+            raise UnusableCachedChoice(reason)
+        return choice
 
     def store(self, key: TuningKey, choice: CachedChoice) -> None:
         """Add (or replace) the choice for ``key``, keeping every other process's entries.
@@ -216,6 +261,11 @@ class TuningCache:
                 damaged.append((path, f"corrupt: {error}"))
                 continue
             device = document["device"]
+            unusable = {
+                name: reason
+                for name, choice in entries.items()
+                if (reason := outside_space(document["kernel"], choice.config)) is not None
+            }
             found.append(
                 CacheFile(
                     path,
@@ -224,6 +274,7 @@ class TuningCache:
                     document["triton"],
                     DeviceIdentity(device["name"], device["capability"]),
                     entries,
+                    unusable,
                 )
             )
         return found, damaged
@@ -252,7 +303,7 @@ class TuningCache:
         """Warn once per file and kind of problem (a bad file is not reported at every call)."""
         if (str(path), kind) not in self._warned:
             self._warned.add((str(path), kind))
-            warnings.warn(message, AutotuneCacheWarning, stacklevel=3)
+            warnings.warn(message, AutotuneCacheWarning, stacklevel=stacklevel_outside("ncompass"))
 
 
 def _parse(text: str) -> dict[str, Any]:
@@ -302,5 +353,7 @@ __all__ = [
     "CachedChoice",
     "TuningCache",
     "TuningKey",
+    "UnusableCachedChoice",
     "default_cache_dir",
+    "outside_space",
 ]

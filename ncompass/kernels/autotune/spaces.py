@@ -16,8 +16,8 @@ The first candidate is the default used when tuning is off.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from ncompass.kernels.autotune.config import KernelConfig
 from ncompass.kernels.problems import (
@@ -118,17 +118,54 @@ class SearchSpace:
     Attributes:
         configs: The curated list, default first.
         axes: The tile parameters that vary, for display.
+        lowest: The parameters pruning may lower to fit a problem, with the smallest value it
+            lowers them to (by powers of two).
     """
 
     configs: tuple[KernelConfig, ...]
     axes: tuple[str, ...]
+    lowest: Mapping[str, int] = field(default_factory=dict)
 
+    def outside(self, config: KernelConfig) -> str | None:
+        """Why pruning this space can never give ``config`` (a cache entry that would not
+        compile, or not be the kernel's), or None when it can."""
+        names = sorted(name for name, _ in self.configs[0].meta)
+        given = sorted(name for name, _ in config.meta)
+        if given != names:
+            return f"parameters {', '.join(given)} instead of {', '.join(names)}"
+        settings = [*config.meta, ("num_warps", config.num_warps)]
+        for name, value in [*settings, ("num_stages", config.num_stages)]:
+            allowed = self._values(name)
+            if value not in allowed:
+                return f"{name}={value} is not one of {', '.join(map(str, sorted(allowed)))}"
+        return None
+
+    def _values(self, name: str) -> set[int]:
+        """The values ``name`` takes in the space, and those pruning may lower it to."""
+        if name in ("num_warps", "num_stages"):
+            return {getattr(config, name) for config in self.configs}
+        values = {config[name] for config in self.configs}
+        low = self.lowest.get(name)
+        if low is not None:
+            values |= {1 << bit for bit in range(max(values).bit_length()) if low <= 1 << bit}
+        return values
+
+
+_DOT_BLOCKS = {"BLOCK_M": MIN_DOT_BLOCK, "BLOCK_N": MIN_DOT_BLOCK, "BLOCK_K": MIN_DOT_BLOCK}
 
 SPACES: dict[str, SearchSpace] = {
-    "gemm": SearchSpace(GEMM_SPACE, ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")),
-    "conv2d": SearchSpace(CONV2D_SPACE, ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")),
-    "norm": SearchSpace(NORM_SPACE, ("BLOCK_M",)),
-    "attention": SearchSpace(ATTENTION_SPACE, ("BLOCK_M", "BLOCK_N")),
+    "gemm": SearchSpace(
+        GEMM_SPACE, ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"), {**_DOT_BLOCKS, "GROUP_M": 1}
+    ),
+    "conv2d": SearchSpace(
+        CONV2D_SPACE, ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"), {**_DOT_BLOCKS, "GROUP_M": 1}
+    ),
+    "norm": SearchSpace(NORM_SPACE, ("BLOCK_M",), {"BLOCK_M": 1}),
+    "attention": SearchSpace(
+        ATTENTION_SPACE,
+        ("BLOCK_M", "BLOCK_N"),
+        {"BLOCK_M": MIN_DOT_BLOCK, "BLOCK_N": MIN_DOT_BLOCK},
+    ),
 }
 
 

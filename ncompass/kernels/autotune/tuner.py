@@ -7,6 +7,10 @@ code tunes in the interpreter with the CPU clock, and persists through
 
 ``NCOMPASS_AUTOTUNE=0`` turns measuring off: a cached choice is still used, otherwise the
 space's default config (for services that must not spend their first requests tuning).
+
+A cached config outside the kernel's search space is refused
+(:class:`~ncompass.kernels.autotune.cache.UnusableCachedChoice`): the ops ask
+:meth:`Autotuner.unusable` first and run PyTorch for that key, until a forced tuning replaces it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ncompass import environment_variables
-from ncompass.kernels.autotune.cache import CachedChoice, TuningCache, TuningKey
+from ncompass.kernels.autotune.cache import (
+    CachedChoice,
+    TuningCache,
+    TuningKey,
+    UnusableCachedChoice,
+)
 from ncompass.kernels.autotune.config import KernelConfig
 from ncompass.kernels.autotune.timing import Timer
 
@@ -66,6 +75,7 @@ class Autotuner:
         self._memo: dict[TuningKey, Choice] = {}
         self._lock = threading.Lock()
         self._origins: Counter[str] = Counter()
+        self._unusable: dict[TuningKey, str] = {}
 
     def choose(
         self,
@@ -86,6 +96,7 @@ class Autotuner:
             force: Measure again even if a choice is remembered or cached.
 
         Raises:
+            UnusableCachedChoice: the cached config is outside the search space (not forced).
             Exception: every candidate failed to run (the last failure, re-raised).
         """
         if not force:
@@ -97,9 +108,26 @@ class Autotuner:
             choice = None if force else self._without_measuring(key, candidates)
             if choice is None:
                 choice = self._measure(key, candidates(), run, timer)
+                self._unusable.pop(key, None)
             self._memo[key] = choice
             self._origins[choice.origin] += 1
             return choice
+
+    def unusable(self, key: TuningKey) -> str | None:
+        """Why the cached choice for ``key`` must not run (outside the search space), or None.
+
+        Reads the cache once per key (``choose`` reads it again on its first call); the ops ask
+        before they enter their ``[triton]`` range, so a refused key runs PyTorch alone.
+        """
+        if key in self._memo:
+            return None
+        with self._lock:
+            if key not in self._unusable and key not in self._memo:
+                try:
+                    self.cache.lookup(key)
+                except UnusableCachedChoice as refused:
+                    self._unusable[key] = refused.reason
+            return self._unusable.get(key)
 
     def remembered(self) -> dict[TuningKey, Choice]:
         """The choices this process has made, by key."""
@@ -114,6 +142,7 @@ class Autotuner:
         with self._lock:
             self._memo.clear()
             self._origins.clear()
+            self._unusable.clear()
 
     def _without_measuring(
         self, key: TuningKey, candidates: Callable[[], Sequence[KernelConfig]]
@@ -121,7 +150,14 @@ class Autotuner:
         remembered = self._memo.get(key)  # another thread may have tuned it meanwhile
         if remembered is not None:
             return Choice(remembered.config, "memo", remembered.ms)
-        cached = self.cache.lookup(key)
+        refused = self._unusable.get(key)
+        if refused is not None:
+            raise UnusableCachedChoice(refused)
+        try:
+            cached = self.cache.lookup(key)
+        except UnusableCachedChoice as unusable:
+            self._unusable[key] = unusable.reason
+            raise
         if cached is not None:
             return Choice(cached.config, "cache", cached.ms)
         if not tuning_enabled():
