@@ -36,8 +36,10 @@ class RunOptions:
         profiler: ``torch``, ``nvtx``, ``nvtx-trace`` (the NVTX recorder, in a child process)
             or ``none``.
         output_dir: Trace folder (default ``$NCOMPASS_TRACE_DIR`` or ``traces``).
-        trace_name: Trace file name without ``.json`` (default: ``<script>-<time>``); an
-            existing file of that name is replaced.
+        trace_name: Trace file name without ``.json`` (default: ``<script>-<time>``, which
+            gets ``-1``, ``-2``, ... when taken); an existing file of that name is refused
+            (:class:`~ncompass.capture.trace_files.TraceExistsError`) unless ``force_overwrite``.
+        force_overwrite: Replace an existing trace of ``trace_name`` (and its sidecar).
         record_shapes / profile_memory / with_stack: torch profiler options.
         nsys: Run under ``nsys profile`` (in a child process) and convert its report;
             ``profiler`` is then ignored: markers are NVTX ranges.
@@ -54,6 +56,7 @@ class RunOptions:
     profiler: str = "torch"
     output_dir: str | Path | None = None
     trace_name: str | None = None
+    force_overwrite: bool = False
     record_shapes: bool = False
     profile_memory: bool = False
     with_stack: bool = False

@@ -33,8 +33,10 @@ from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs
 from ncompass.capture.sidecar import CompiledKernelsRecord, Sidecar
+from ncompass.capture.termination import program_running
 from ncompass.capture.trace_files import (
     claim_trace_path,
+    release_claim,
     safe_name,
     sidecar_path,
     timestamped_name,
@@ -45,7 +47,6 @@ from ncompass.gpu import GpuMonitor
 from ncompass.importer.hook import disable_rewrites, enable_rewrites
 from ncompass.importer.registry import REGISTRY, MarkerRecord
 from ncompass.importer.script import (
-    ScriptNotFoundError,
     ScriptOutcome,
     check_script,
     run_module,
@@ -96,10 +97,7 @@ def run(options: RunOptions) -> RunResult:
         record_torch_markers_with_nvtx(config)
     if options.full_trace:
         config = config.model_copy(update={"full_trace_mode": True})
-    windows = _recording_windows(options, config, folder, name)
-    if trace_path is None and options.profiler == "torch" and windows is None:
-        trace_path = claim_trace_path(folder, name)
-    profiler = _make_profiler(options, trace_path or Path(os.devnull))
+    windows = _recording_windows(options, config, folder, name)  # checked before anything runs
     started = time.time()
     clock = time.perf_counter()
     outcome = ScriptOutcome(1)
@@ -113,8 +111,18 @@ def run(options: RunOptions) -> RunResult:
             monitor = start_monitor(options.gpu_monitor)
 
     forget_captured_markers()
-    enable_rewrites(config)
-    try:
+    try:  # the trace is claimed inside the clean-up: a run that fails leaves nothing behind
+        if options.profiler == "torch" and windows is None:  # windows claim their own
+            exact, replace = bool(options.trace_name), options.force_overwrite
+            trace_path = claim_trace_path(folder, name, exact=exact, replace=replace)
+        profiler = make_profiler(
+            options.profiler,
+            trace_path or Path(os.devnull),
+            record_shapes=options.record_shapes,
+            profile_memory=options.profile_memory,
+            with_stack=options.with_stack,
+        )
+        enable_rewrites(config)
         try:
             with profiled(
                 profiler,
@@ -139,16 +147,16 @@ def run(options: RunOptions) -> RunResult:
         ]
     except BaseException as error:
         written = profiled_run.written if profiled_run is not None else None
-        if isinstance(error, ScriptNotFoundError) and written is not None:
-            written.unlink(missing_ok=True)  # `-m` typo: the trace holds nothing
-        elif trace_path is not None and written is None and _is_empty(trace_path):
-            trace_path.unlink()
+        if isinstance(error, NcompassError) and written is not None:
+            written.unlink(missing_ok=True)  # a spec error, a `-m` typo: the run failed
+        elif trace_path is not None and written is None:
+            release_claim(trace_path)
         raise
     finally:
         disable_rewrites()
     written, markers = profiled_run.written, profiled_run.markers
-    if profiled_run.yielded and trace_path is not None and _is_empty(trace_path):
-        trace_path.unlink()  # claimed for a trace that was never written
+    if profiled_run.yielded and trace_path is not None:
+        release_claim(trace_path)  # claimed for a trace that was never written
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
@@ -226,10 +234,11 @@ def _write_window_sidecar(
 
 def _run_entry(options: RunOptions) -> ScriptOutcome:
     """Run the script or module of ``options`` as ``__main__``."""
-    if options.script is not None:
-        return run_script(options.script, list(options.args))
-    assert options.module is not None
-    return run_module(options.module, list(options.args))
+    with program_running():  # SIGTERM and Ctrl-C stop the program, not the trace's writing
+        if options.script is not None:
+            return run_script(options.script, list(options.args))
+        assert options.module is not None
+        return run_module(options.module, list(options.args))
 
 
 def report_to_parent(options: RunOptions, report_file: Path) -> int:
@@ -244,13 +253,6 @@ def report_to_parent(options: RunOptions, report_file: Path) -> int:
         return USER_ERROR_EXIT_CODE
     write_child_report(report_file, result)
     return result.exit_code
-
-
-def _is_empty(path: Path) -> bool:
-    try:
-        return path.stat().st_size == 0
-    except OSError:
-        return False
 
 
 def _compiled_kernels(

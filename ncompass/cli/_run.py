@@ -54,7 +54,14 @@ from ncompass.gpu import DeviceSpec
     help="Trace folder [default: $NCOMPASS_TRACE_DIR or ./traces].",
 )
 @click.option(
-    "--trace-name", default=None, help="Trace file name without .json [default: SCRIPT-TIME]."
+    "--trace-name",
+    default=None,
+    help="Trace file name without .json [default: SCRIPT-TIME]; refused if it exists.",
+)
+@click.option(
+    "--force-overwrite",
+    is_flag=True,
+    help="Replace the trace (and sidecar) of --trace-name if it exists.",
 )
 @click.option("--record-shapes", is_flag=True, help="Record tensor shapes (torch profiler).")
 @click.option("--profile-memory", is_flag=True, help="Record allocations (torch profiler).")
@@ -84,6 +91,7 @@ def run_command(
     child_report: Path | None,
     output_dir: Path | None,
     trace_name: str | None,
+    force_overwrite: bool,
     record_shapes: bool,
     profile_memory: bool,
     with_stack: bool,
@@ -103,12 +111,16 @@ def run_command(
 ) -> None:
     """Run SCRIPT (or -m MODULE) with ARGS under the specs' rewrites and a profiler.
 
-    The exit code is the script's. Example:
+    The exit code is the script's; 143 after a SIGTERM, which stops the script as Ctrl-C
+    does (the trace is still written). Example:
 
         ncompass run --config configs/attn.yaml examples/tiny_transformer.py --steps 3
     """
+    from ncompass.capture import termination
     from ncompass.capture.gpu_timeline import GpuMonitorOptions
     from ncompass.capture.runner import RunOptions, run
+
+    termination.stop_on_signals()  # SIGTERM stops the script as Ctrl-C does: the trace is written
 
     if nsys and profiler not in (None, "nvtx"):
         raise click.UsageError(
@@ -134,6 +146,7 @@ def run_command(
         profiler=profiler or "torch",
         output_dir=output_dir,
         trace_name=trace_name,
+        force_overwrite=force_overwrite,
         record_shapes=record_shapes,
         profile_memory=profile_memory,
         with_stack=with_stack,
@@ -149,7 +162,7 @@ def run_command(
     if child_report is not None:  # the run --nsys / nvtx-trace started: report back to it
         from ncompass.capture.runner import report_to_parent
 
-        raise SystemExit(report_to_parent(options, child_report))
+        raise SystemExit(termination.exit_code(report_to_parent(options, child_report)))
     result = run(options)
     sys.stdout.flush()
     if result.gpu is not None:
@@ -180,7 +193,7 @@ def run_command(
             f"see `ncompass summarize {result.trace_path}`",
             err=True,
         )
-    raise SystemExit(result.exit_code)
+    raise SystemExit(termination.exit_code(result.exit_code))
 
 
 def _split(text: str) -> list[str]:

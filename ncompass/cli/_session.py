@@ -236,7 +236,7 @@ def session_history_command(name: str, output_dir: Path, as_json: bool) -> None:
     from ncompass.session.report import history_json, history_report
     from ncompass.session.session import ProfilingSession
 
-    session = ProfilingSession(str(output_dir), session_name=name)
+    session = ProfilingSession(str(output_dir), session_name=name, read_only=True)
     if as_json:
         click.echo(json.dumps(history_json(session.iterations), indent=2))
     else:
@@ -252,7 +252,7 @@ def session_show_command(name: str, output_dir: Path, iteration: int | None) -> 
     from ncompass.session.session import ProfilingSession
     from ncompass.session.store import SessionError
 
-    session = ProfilingSession(str(output_dir), session_name=name)
+    session = ProfilingSession(str(output_dir), session_name=name, read_only=True)
     records = [r for r in session.iterations if iteration is None or r.iteration == iteration]
     if not records and iteration is None:
         raise SessionError(

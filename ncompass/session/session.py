@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,12 @@ from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.run_options import run_command
 from ncompass.capture.sidecar import Sidecar, read_sidecar
-from ncompass.capture.trace_files import claim_trace_path, safe_name
+from ncompass.capture.trace_files import (
+    TraceExistsError,
+    claim_trace_path,
+    release_claim,
+    safe_name,
+)
 from ncompass.errors import TraceError
 from ncompass.importer.hook import (
     active_config,
@@ -32,6 +38,7 @@ from ncompass.importer.hook import (
 )
 from ncompass.importer.registry import MarkerRecord
 from ncompass.overwrite_guard import same_file
+from ncompass.session import lock
 from ncompass.session.answer import Answer
 from ncompass.session.compiled import into_compiled_code
 from ncompass.session.findings import (
@@ -91,6 +98,14 @@ class ProfilingSession:
         config: The spec to start from (default: none, i.e. a full trace).
         include_setup: Let time spent once (imports, model construction, compilation) be the
             answer; by default it is reported apart.
+        read_only: Only read the session (history, summaries): no lock is taken, and anything
+            that would write raises :class:`SessionError`.
+
+    A session that may write holds its folder's lock (:mod:`ncompass.session.lock`) until
+    :meth:`close` or until it is collected: another process opening it to write is refused.
+
+    Raises:
+        SessionBusyError: Another process is writing this session.
     """
 
     def __init__(
@@ -101,12 +116,18 @@ class ProfilingSession:
         base_url: str | None = None,
         config: RewriteConfig | dict[str, Any] | str | None = None,
         include_setup: bool = False,
+        read_only: bool = False,
     ) -> None:
         self.trace_output_dir = Path(trace_output_dir)
         self.session_name = session_name or "default"
         self.store = SessionStore(
             self.trace_output_dir, self.session_name, Path(cache_dir) if cache_dir else None
         )
+        self.read_only = read_only
+        self._unlock: weakref.finalize | None = None  # type: ignore[type-arg]
+        if not read_only:  # taken before the state is read: no other writer can change it
+            held = lock.acquire(self.store.root, self.session_name)
+            self._unlock = weakref.finalize(self, lock.release, held)
         self.provider: AnalysisProvider = make_provider(base_url)
         self.summaries = SummaryCache(self.store.cache_dir)
         state = self.store.load_state()
@@ -146,12 +167,7 @@ class ProfilingSession:
         Returns:
             The path of the trace (the filtered one when ``filter_trace``).
         """
-        iteration = self._next_iteration()
-        name = f"{self.session_name}-i{iteration:03d}"
-        if trace_name_suffix:
-            name += f"-{safe_name(trace_name_suffix)}"
-        self.trace_output_dir.mkdir(parents=True, exist_ok=True)
-        trace_path = claim_trace_path(self.trace_output_dir, name)
+        iteration, trace_path = self._claim_iteration(trace_name_suffix)
         _apply_spec(self.config)
         before = _trace_files(self.trace_output_dir)
         started = time.time()
@@ -167,7 +183,8 @@ class ProfilingSession:
             ) as run:
                 user_code()
         except BaseException as raised:  # recorded with the iteration, then re-raised
-            if run is None:  # the profiler did not start
+            if run is None:  # the profiler did not start: nothing was written
+                release_claim(trace_path)
                 raise
             error = raised
         written, manifest = run.written, run.markers
@@ -215,15 +232,28 @@ class ProfilingSession:
         Raises:
             SessionError: the run wrote no trace (the message includes the run's last output).
         """
+        iteration, trace_path = self._claim_iteration(trace_name_suffix)
+        try:
+            return self._run_script(iteration, trace_path, script, args, profiler, discovery)
+        except BaseException:
+            release_claim(trace_path)  # the run wrote no trace: its name is free again
+            raise
+
+    def _run_script(
+        self,
+        iteration: int,
+        trace_path: Path,
+        script: str,
+        args: list[str] | None,
+        profiler: str,
+        discovery: bool | None,
+    ) -> str:
+        """:meth:`run_script` once the iteration's trace name is claimed."""
         import subprocess
         import sys
 
         from ncompass.capture.trace_files import sidecar_path
 
-        iteration = self._next_iteration()
-        name = f"{self.session_name}-i{iteration:03d}"
-        if trace_name_suffix:
-            name += f"-{safe_name(trace_name_suffix)}"
         folder = str(Path(script).resolve().parent)
         if folder not in sys.path:  # as the script sees it: its modules are found for planning
             sys.path.insert(0, folder)
@@ -235,17 +265,20 @@ class ProfilingSession:
         command = run_command(
             [str(self._spec_file())],
             output_dir=self.trace_output_dir,
-            trace_name=name,
+            trace_name=trace_path.name.removesuffix(".json"),
             script=script,
             args=args or [],
             profiler=None if discovery_run else profiler,
             full_trace=self.config.full_trace_mode,
             entry="ncompass.session.discovery" if discovery_run else "ncompass run",
+            options=["--force-overwrite"],  # the empty file this session claimed for it
             recording_windows=windows,
         )
         done = subprocess.run(command, capture_output=True, text=True, check=False)
-        trace_path = self.trace_output_dir / f"{name}{'-w1' if windows else ''}.json"
-        if not trace_path.exists():
+        if windows is not None:  # the run wrote its window's trace beside the claimed name
+            release_claim(trace_path)
+            trace_path = trace_path.with_name(f"{trace_path.stem}-w1.json")
+        if not trace_path.is_file() or trace_path.stat().st_size == 0:
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
             raise SessionError(
                 f"`{' '.join(command)}` wrote no trace (exit {done.returncode}):\n{tail}"
@@ -341,7 +374,8 @@ class ProfilingSession:
             for record in self.iterations:
                 if Path(record.trace_path) == path:
                     record.summary_path = str(entry)
-            self._save()
+            if not self.read_only:  # the cache has the entry; the state only points to it
+                self._save()
         return summary
 
     def compare(self, iteration_a: int, iteration_b: int) -> Comparison:
@@ -566,6 +600,29 @@ class ProfilingSession:
     def _next_iteration(self) -> int:
         return max((r.iteration for r in self.iterations), default=0) + 1
 
+    def _claim_iteration(self, suffix: str | None) -> tuple[int, Path]:
+        """The next iteration and its trace, claimed (created empty) under its own name.
+
+        A trace of that name that the state does not know (``session.json`` was moved aside,
+        or a run of it was stopped) is never overwritten: the number moves past it.
+        """
+        if self.read_only:
+            raise SessionError(f"session {self.session_name!r} was opened read-only")
+        iteration = self._next_iteration()
+        while True:
+            name = f"{self.session_name}-i{iteration:03d}"
+            if suffix:
+                name += f"-{safe_name(suffix)}"
+            try:
+                return iteration, claim_trace_path(self.trace_output_dir, name, exact=True)
+            except TraceExistsError:
+                iteration += 1
+
+    def close(self) -> None:
+        """Give back the session's lock (another process may then write it)."""
+        if self._unlock is not None:
+            self._unlock()
+
     def _last_trace_path(self) -> str | None:
         return self.iterations[-1].trace_path if self.iterations else None
 
@@ -605,6 +662,8 @@ class ProfilingSession:
         self._script = state.get("script")
 
     def _save(self) -> None:
+        if self.read_only:
+            raise SessionError(f"session {self.session_name!r} was opened read-only")
         self.store.save_state(
             self.iterations,
             {
