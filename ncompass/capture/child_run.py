@@ -207,7 +207,8 @@ def child_command(
         args=options.args,
         profiler=CHILD_PROFILER,
         full_trace=options.full_trace,
-        options=[CHILD_REPORT_OPTION, str(report_file)],
+        options=[CHILD_REPORT_OPTION, str(report_file)]
+        + ([] if options.follow else ["--no-follow"]),
         recording_windows=options.recording_windows,
     )
 

@@ -44,6 +44,8 @@ class RunOptions:
         nsys: Run under ``nsys profile`` (in a child process) and convert its report;
             ``profiler`` is then ignored: markers are NVTX ranges.
         nsys_args: More options for ``nsys profile``.
+        follow: The Python processes the script starts get the run's specs and profiler, and
+            their traces are merged into the run's (``--no-follow``: only this process).
         reexecuted: Internal: set in the child that ``nsys``/``nvtx-trace`` runs re-execute.
         recording_windows: Record only these windows (``--window``, ``--delay``/``--duration``,
             ``--on-demand``), one trace per span named ``<trace>-wN``.
@@ -64,6 +66,7 @@ class RunOptions:
     gpu_monitor: GpuMonitorOptions | None = None
     nsys: bool = False
     nsys_args: Sequence[str] = ()
+    follow: bool = True
     reexecuted: bool = False
     recording_windows: RecordingWindowOptions | None = None
 
@@ -84,6 +87,8 @@ class RunResult:
     window_warning: str | None = None
     # the program ran a torch profiler of its own: ncompass's stepped aside and wrote no trace
     code_profiler: bool = False
+
+    warnings: list[str] = field(default_factory=list)  # e.g. a followed process left no trace
 
 
 def load_specs(

@@ -8,6 +8,7 @@ uses to map hot markers back to source.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -28,6 +29,7 @@ from ncompass.capture.child_run import (
     write_child_report,
 )
 from ncompass.capture.compiled_kernels import provenance_note
+from ncompass.capture.follow.tree import FollowedRun, FollowOutcome
 from ncompass.capture.gpu_timeline import GpuTimeline, finish, start_monitor
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
@@ -104,9 +106,12 @@ def run(options: RunOptions) -> RunResult:
     monitor: GpuMonitor | None = None
     gpu: GpuTimeline | None = None
     profiled_run: ProfiledRun | None = None
+    followed: FollowedRun | None = None
 
     def start_monitor_after_profiler() -> None:  # the profiler's start is slow: not timed
         nonlocal monitor
+        if followed is not None:
+            followed.profiler_started(profiler)
         if options.gpu_monitor is not None:
             monitor = start_monitor(options.gpu_monitor)
 
@@ -123,17 +128,23 @@ def run(options: RunOptions) -> RunResult:
             with_stack=options.with_stack,
         )
         enable_rewrites(config)
+        if options.follow:
+            followed = FollowedRun.begin(config, options, trace_path)
         try:
-            with profiled(
-                profiler,
-                config,
-                folder,
-                runner=True,
-                on_start=start_monitor_after_profiler,
-                windows=windows,
-                # the program's own torch profiler takes Kineto's one session: ours steps aside
-                yield_to_code_profiler=isinstance(profiler, TorchProfiler) and windows is None,
-            ) as profiled_run:
+            with (
+                followed.scope() if followed is not None else contextlib.nullcontext(),
+                profiled(
+                    profiler,
+                    config,
+                    folder,
+                    runner=True,
+                    on_start=start_monitor_after_profiler,
+                    windows=windows,
+                    # the program's own torch profiler takes Kineto's one session: ours steps
+                    # aside
+                    yield_to_code_profiler=isinstance(profiler, TorchProfiler) and windows is None,
+                ) as profiled_run,
+            ):
                 outcome = _run_entry(options)
         finally:
             if monitor is not None:
@@ -157,18 +168,32 @@ def run(options: RunOptions) -> RunResult:
     written, markers = profiled_run.written, profiled_run.markers
     if profiled_run.yielded and trace_path is not None:
         release_claim(trace_path)  # claimed for a trace that was never written
+    processes = None
+    if followed is not None:
+        processes = followed.finish(written, markers, outcome.exit_code)
+        markers, unplaced = processes.markers, processes.still_unplaced(unplaced)
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
         kernels = _compiled_kernels(profiler, markers)
         sidecar = _write_sidecar(
-            written, options, config, markers, outcome, started, duration, gpu, kernels
+            written,
+            options,
+            config,
+            markers,
+            outcome,
+            started,
+            duration,
+            gpu,
+            kernels,
+            processes=processes,
         )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
+    warnings = processes.warnings if processes is not None else []
     result = RunResult(
         outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced,
-        code_profiler=profiled_run.yielded,
+        code_profiler=profiled_run.yielded, warnings=warnings,
     )  # fmt: skip
     if windows is not None:  # the sidecars written as each span ended now get the exit code
         for span in windows.spans:
@@ -281,6 +306,7 @@ def _write_sidecar(
     compiled_kernels: CompiledKernelsRecord | None,
     *,
     window: WindowRecord | None = None,
+    processes: FollowOutcome | None = None,
 ) -> Path:
     path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
@@ -305,6 +331,8 @@ def _write_sidecar(
             "low_utilisation": gpu.low_utilisation,
             "counter_events": gpu.counter_events,
         }
+    if processes is not None and len(processes.processes) > 1:
+        document["processes"] = processes.processes
     captured = graph_captured_markers()
     if captured:  # they recorded nothing: their code replays as a CUDA graph (docs/compile.md)
         document["cuda_graph_markers"] = captured

@@ -78,6 +78,7 @@ class Sidecar(TypedDict):
     nsys: NotRequired[NsysRecord]
     cuda_graph_markers: NotRequired[list[str]]
     window: NotRequired[WindowRecord]
+    processes: NotRequired[list[dict[str, Any]]]  # every process of a followed run, its own first
 
 
 def read_sidecar(trace_path: Path) -> Sidecar | None:

@@ -81,6 +81,11 @@ from ncompass.gpu import DeviceSpec
     show_default=True,
 )
 @recording_window_options
+@click.option(
+    "--no-follow",
+    is_flag=True,
+    help="Profile only this process: the Python processes the script starts run untouched.",
+)
 @click.option("-m", "module", default=None, metavar="MODULE", help="Run a module, like python -m.")
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def run_command(
@@ -106,6 +111,7 @@ def run_command(
     delay: float | None,
     duration: float | None,
     on_demand: bool,
+    no_follow: bool,
     module: str | None,
     arguments: tuple[str, ...],
 ) -> None:
@@ -158,6 +164,7 @@ def run_command(
         nsys_args=_split(nsys_args),
         reexecuted=child_report is not None,
         recording_windows=windows,
+        follow=not no_follow,
     )
     if child_report is not None:  # the run --nsys / nvtx-trace started: report back to it
         from ncompass.capture.runner import report_to_parent
@@ -185,6 +192,9 @@ def run_command(
             "run it without its profiler",
             err=True,
         )
+
+    for warning in result.warnings:
+        click.echo(f"ncompass: warning: {warning}", err=True)
     if result.trace_path is not None:
         markers = len(result.markers)
         click.echo(

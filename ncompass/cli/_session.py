@@ -141,7 +141,14 @@ def session_run_command(
         _echo_proposal(session.last_proposal, echo)
     if session.pending is not None:  # from --feedback, or `ncompass session feedback` before
         session.apply_targeted_markers()
+    session.check_script(script)
     for step in range(iterations):
+        kind = session.next_run_kind(False if one_level else None)
+        count = session.marker_count()
+        click.echo(
+            f"run {step + 1}/{iterations}: {kind}, {count} marker{'s' if count != 1 else ''}",
+            err=as_json,
+        )
         session.run_script(script, list(arguments), discovery=False if one_level else None)
         record = session.iterations[-1]
         echo(iteration_report(record, top))

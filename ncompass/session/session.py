@@ -42,12 +42,14 @@ from ncompass.session import lock
 from ncompass.session.answer import Answer
 from ncompass.session.compiled import into_compiled_code
 from ncompass.session.findings import (
+    Discovery,
     discovery_answer,
     hot_path_proposal,
     measured_answer,
     read_discovery,
 )
 from ncompass.session.history import IterationRecord, MarkerTime
+from ncompass.session.hotpath import key_of
 from ncompass.session.planner import MarkerPlanner
 from ncompass.session.proposal import (
     EntryPoint,
@@ -57,9 +59,10 @@ from ncompass.session.proposal import (
     extend_config,
 )
 from ncompass.session.sampler import stacks_path
+from ncompass.session.sites import sites_ran
 from ncompass.session.store import SessionError, SessionStore
 from ncompass.session.summaries import SummaryCache
-from ncompass.spec.models import RewriteConfig
+from ncompass.spec.models import MODULE_LEVEL, RewriteConfig
 
 if TYPE_CHECKING:
     from ncompass.capture.triggers import RecordingWindowOptions
@@ -232,6 +235,7 @@ class ProfilingSession:
         Raises:
             SessionError: the run wrote no trace (the message includes the run's last output).
         """
+        self.check_script(script)  # before a name is claimed: a refused run leaves nothing
         iteration, trace_path = self._claim_iteration(trace_name_suffix)
         try:
             return self._run_script(iteration, trace_path, script, args, profiler, discovery)
@@ -259,9 +263,8 @@ class ProfilingSession:
             sys.path.insert(0, folder)
         if self.config_version == 0:  # the starting spec is kept as a version too
             self.config_version, _ = self.store.write_version(self.config)
-        discover = (not self._predicted) if discovery is None else discovery
         windows = self.recording_window  # the same steps measured every run, markers only
-        discovery_run = discover and profiler == "torch" and windows is None
+        discovery_run = windows is None and self.next_run_kind(discovery, profiler) == "discovery"
         command = run_command(
             [str(self._spec_file())],
             output_dir=self.trace_output_dir,
@@ -296,11 +299,39 @@ class ProfilingSession:
         self._conclude(record)
         return str(trace_path)
 
+    def check_script(self, script: str) -> None:
+        """Refuse a script other than the one this session ran: their markers would mix.
+
+        Raises:
+            SessionError: the session ran another script.
+        """
+        resolved = str(Path(script).resolve())
+        if self._script is not None and self._script != resolved:
+            raise SessionError(
+                f"session {self.session_name!r} ({self.store.root}) profiles {self._script}, "
+                f"not {resolved}: its markers would mix with this script's; give this script "
+                "a session of its own (--name NAME), or remove that folder to start over"
+            )
+
+    def next_run_kind(self, discovery: bool | None = None, profiler: str = "torch") -> str:
+        """What :meth:`run_script` runs next: ``discovery`` (profiler and stack sampler) or
+        ``markers`` (the markers of the current spec only)."""
+        discover = (not self._predicted) if discovery is None else discovery
+        return "discovery" if discover and profiler == "torch" else "markers"
+
+    def marker_count(self) -> int:
+        """Markers of the current spec (the whole-run range counts as one)."""
+        count = sum(len(t.functions) + len(t.ranges) + len(t.calls) for t in self.config.targets)
+        return count + (1 if self.config.full_trace_mode else 0)
+
     def _conclude(self, record: IterationRecord) -> None:
         """The iteration's answer: the discovery run's estimate, or the markers' measurement."""
         assert self._script is not None
         planner = MarkerPlanner(self.config, self._entry)
         found = read_discovery(record, self._script, planner, self.include_setup)
+        sampled = found or self._latest_discovery(planner)
+        if sampled is not None:
+            record.sites_ran = sites_ran(record.manifest, sampled.profile.sampled_lines())
         answer: Answer | None
         if found is not None:
             record.discovery = found.summary()
@@ -501,6 +532,7 @@ class ProfilingSession:
             if proposal.empty:
                 proposal = self._hot_path_proposal(last, planner)
             if proposal.empty:
+                self._sampled_callees(planner)
                 own = planner.drill(last)
                 own.dropped[:0] = proposal.dropped
                 proposal = own
@@ -567,6 +599,33 @@ class ProfilingSession:
                 {"file": s.file, "lines": [s.start, s.end], "statement": s.text} for s in chosen
             ]
         return proposal
+
+    def _sampled_callees(self, planner: MarkerPlanner) -> None:
+        """What the last discovery run sampled under each calling line, for the planner to
+        follow calls it cannot resolve from the source (``attention_interface = FUNCS[impl]``)."""
+        found = self._latest_discovery(planner)
+        if found is None:
+            return
+        for caller, callees in found.profile.callees.items():
+            ranked = sorted(callees.items(), key=lambda item: -item[1])
+            planner.sampled_callees[caller] = [
+                (key_of(callee), callee.qualname)
+                for callee, _ in ranked
+                if callee.qualname != MODULE_LEVEL
+            ]
+            for callee, _ in ranked:
+                if callee.module:
+                    planner.known_files.setdefault(callee.module, callee.file)
+
+    def _latest_discovery(self, planner: MarkerPlanner) -> Discovery | None:
+        """The call tree of this session's last discovery run (None: there was none)."""
+        if self._script is None:
+            return None
+        for record in reversed(self.iterations):
+            found = read_discovery(record, self._script, planner, self.include_setup)
+            if found is not None:
+                return found
+        return None
 
     def _provider_proposal(
         self, planner: MarkerPlanner, feedback: dict[str, Any] | None, labels: list[str]

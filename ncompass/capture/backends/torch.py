@@ -157,6 +157,13 @@ class TorchProfiler:
         self.windows.append(TraceWindow(marker, title, output_path))
         return marker
 
+    def add_metadata(self, key: str, value: object) -> None:
+        """Write ``key: value`` (JSON) at the top level of the trace; call while recording."""
+        if self._profile is not None:
+            import json
+
+            self._profile.add_metadata_json(key, json.dumps(value))
+
     def stop_and_discard(self) -> None:
         """Stop recording without writing anything (another profiler takes over)."""
         profile, self._profile = self._profile, None
