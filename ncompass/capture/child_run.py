@@ -158,7 +158,12 @@ def _run_claimed(
     sidecar, markers = _complete_sidecar(trace_path, capture, exit_code)
     never_imported = outcome.get("unplaced") or []
     unplaced = [t for t in config.targets if _target_key(t) in never_imported]
-    return RunResult(exit_code, trace_path, sidecar, markers, duration, config, gpu, unplaced)
+    result = RunResult(exit_code, trace_path, sidecar, markers, duration, config, gpu, unplaced)
+    if options.recording_windows is not None:  # the child marked its windows: cut them out
+        from ncompass.capture.recording_windows import cut_window_traces
+
+        result.window_traces = cut_window_traces(trace_path)
+    return result
 
 
 def write_child_report(report_file: Path, result: RunResult) -> None:
@@ -204,6 +209,7 @@ def child_command(
         full_trace=options.full_trace,
         options=[CHILD_REPORT_OPTION, str(report_file)]
         + ([] if options.follow else ["--no-follow"]),
+        recording_windows=options.recording_windows,
     )
 
 

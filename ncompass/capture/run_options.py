@@ -20,6 +20,7 @@ from ncompass.spec.models import RewriteConfig, TargetSpec
 
 if TYPE_CHECKING:
     from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline
+    from ncompass.capture.triggers import RecordingWindowOptions
     from ncompass.importer.registry import MarkerRecord
 
 
@@ -46,6 +47,8 @@ class RunOptions:
         follow: The Python processes the script starts get the run's specs and profiler, and
             their traces are merged into the run's (``--no-follow``: only this process).
         reexecuted: Internal: set in the child that ``nsys``/``nvtx-trace`` runs re-execute.
+        recording_windows: Record only these windows (``--window``, ``--delay``/``--duration``,
+            ``--on-demand``), one trace per span named ``<trace>-wN``.
     """
 
     specs: Sequence[str | Path | RewriteConfig] = ()
@@ -65,6 +68,7 @@ class RunOptions:
     nsys_args: Sequence[str] = ()
     follow: bool = True
     reexecuted: bool = False
+    recording_windows: RecordingWindowOptions | None = None
 
 
 @dataclass
@@ -79,6 +83,8 @@ class RunResult:
     config: RewriteConfig
     gpu: GpuTimeline | None = None
     unplaced: list[TargetSpec] = field(default_factory=list)
+    window_traces: list[Path] = field(default_factory=list)
+    window_warning: str | None = None
     # the program ran a torch profiler of its own: ncompass's stepped aside and wrote no trace
     code_profiler: bool = False
 
@@ -107,6 +113,7 @@ def run_command(
     full_trace: bool = False,
     options: Sequence[str] = (),
     entry: str = "ncompass run",
+    recording_windows: RecordingWindowOptions | None = None,
 ) -> list[str]:
     """``python -m ncompass run ...``: the command that repeats a run in a fresh process.
 
@@ -120,12 +127,15 @@ def run_command(
         options: More options, placed before the script.
         entry: The program: ``ncompass run``, or a module taking the same options
             (``ncompass.session.discovery``).
+        recording_windows: The run's recording windows, asked for again.
     """
     program, _, command_name = entry.partition(" ")
     command = [sys.executable, "-m", program, *([command_name] if command_name else [])]
     if profiler is not None:
         command += ["--profiler", profiler]
     command += list(options)
+    if recording_windows is not None:
+        command += recording_windows.command_line()
     command += ["--output-dir", str(output_dir), "--trace-name", trace_name]
     for spec in spec_files:
         command += ["--config", str(spec)]

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -58,6 +59,11 @@ from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.runtime.cuda_graphs import forget_captured_markers, graph_captured_markers
 from ncompass.spec.models import RewriteConfig
 
+if TYPE_CHECKING:
+    from ncompass.capture.backends.base import ProfilerBackend
+    from ncompass.capture.recording_windows import RecordedSpan, RecordingWindows
+    from ncompass.capture.spans import WindowRecord
+
 RUNNER_ENV = environment_variables.NCOMPASS_RUNNER
 
 
@@ -93,6 +99,7 @@ def run(options: RunOptions) -> RunResult:
         record_torch_markers_with_nvtx(config)
     if options.full_trace:
         config = config.model_copy(update={"full_trace_mode": True})
+    windows = _recording_windows(options, config, folder, name)  # checked before anything runs
     started = time.time()
     clock = time.perf_counter()
     outcome = ScriptOutcome(1)
@@ -110,7 +117,7 @@ def run(options: RunOptions) -> RunResult:
 
     forget_captured_markers()
     try:  # the trace is claimed inside the clean-up: a run that fails leaves nothing behind
-        if options.profiler == "torch":
+        if options.profiler == "torch" and windows is None:  # windows claim their own
             exact, replace = bool(options.trace_name), options.force_overwrite
             trace_path = claim_trace_path(folder, name, exact=exact, replace=replace)
         profiler = make_profiler(
@@ -132,15 +139,20 @@ def run(options: RunOptions) -> RunResult:
                     folder,
                     runner=True,
                     on_start=start_monitor_after_profiler,
+                    windows=windows,
                     # the program's own torch profiler takes Kineto's one session: ours steps
                     # aside
-                    yield_to_code_profiler=isinstance(profiler, TorchProfiler),
+                    yield_to_code_profiler=isinstance(profiler, TorchProfiler) and windows is None,
                 ) as profiled_run,
             ):
                 outcome = _run_entry(options)
         finally:
             if monitor is not None:
-                gpu = finish(monitor, profiled_run.written if profiled_run else None)
+                gpu = finish(
+                    monitor,
+                    profiled_run.written if profiled_run else None,
+                    windows=windows.time_spans() if windows is not None else (),
+                )
         unplaced = [  # targets skipped for their `requires:` were warned about
             t for t in REGISTRY.unplaced(config) if not unmet_requirement(t.requires)
         ]
@@ -165,15 +177,84 @@ def run(options: RunOptions) -> RunResult:
     if written is not None:
         kernels = _compiled_kernels(profiler, markers)
         sidecar = _write_sidecar(
-            written, options, config, markers, outcome, started, duration, gpu, kernels, processes
+            written,
+            options,
+            config,
+            markers,
+            outcome,
+            started,
+            duration,
+            gpu,
+            kernels,
+            processes=processes,
         )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
     warnings = processes.warnings if processes is not None else []
-    return RunResult(
+    result = RunResult(
         outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced,
         code_profiler=profiled_run.yielded, warnings=warnings,
     )  # fmt: skip
+    if windows is not None:  # the sidecars written as each span ended now get the exit code
+        for span in windows.spans:
+            _write_window_sidecar(span, options, config, outcome, markers)
+        result.window_traces = [span.trace for span in windows.spans]
+        result.window_warning = windows.warning
+    return result
+
+
+def _make_profiler(options: RunOptions, trace_path: Path) -> ProfilerBackend:
+    return make_profiler(
+        options.profiler,
+        trace_path,
+        record_shapes=options.record_shapes,
+        profile_memory=options.profile_memory,
+        with_stack=options.with_stack,
+    )
+
+
+def _recording_windows(
+    options: RunOptions, config: RewriteConfig, folder: Path, name: str
+) -> RecordingWindows | None:
+    """The run's recording windows (None: the profiler records the whole run)."""
+    if options.recording_windows is None:
+        return None
+    from ncompass.capture.recording_windows import windows_for_run
+
+    return windows_for_run(
+        options.recording_windows,
+        options.profiler,
+        config,
+        folder,
+        name,
+        lambda trace, _number: _make_profiler(options, trace),
+        lambda span: _write_window_sidecar(span, options, config, None),
+    )
+
+
+def _write_window_sidecar(
+    span: RecordedSpan,
+    options: RunOptions,
+    config: RewriteConfig,
+    outcome: ScriptOutcome | None,
+    markers: list[MarkerRecord] | None = None,
+) -> None:
+    """A span's sidecar: written when it ends (no exit code yet), again when the run ends
+    (with the run's markers: the registry is emptied by then)."""
+    markers = REGISTRY.manifest() if markers is None else markers
+    kernels = _compiled_kernels(span.backend, markers)
+    _write_sidecar(
+        span.trace,
+        options,
+        config,
+        markers,
+        outcome,
+        span.started_unix_s,
+        span.duration_s,
+        None,
+        kernels,
+        window=span.window,
+    )
 
 
 def _run_entry(options: RunOptions) -> ScriptOutcome:
@@ -218,11 +299,13 @@ def _write_sidecar(
     options: RunOptions,
     config: RewriteConfig,
     markers: list[MarkerRecord],
-    outcome: ScriptOutcome,
+    outcome: ScriptOutcome | None,
     started: float,
     duration: float,
     gpu: GpuTimeline | None,
     compiled_kernels: CompiledKernelsRecord | None,
+    *,
+    window: WindowRecord | None = None,
     processes: FollowOutcome | None = None,
 ) -> Path:
     path = sidecar_path(trace)
@@ -232,12 +315,14 @@ def _write_sidecar(
         "command": [*command, *options.args],
         "python": sys.executable,
         "profiler": options.profiler,
-        "exit_code": outcome.exit_code,
+        "exit_code": outcome.exit_code if outcome is not None else None,
         "started_unix_s": started,
         "duration_s": duration,
         "spec": config.to_dict(),
         "markers": markers,
     }
+    if window is not None:
+        document["window"] = window
     if compiled_kernels is not None:
         document["compiled_kernels"] = compiled_kernels
     if gpu is not None:

@@ -18,6 +18,10 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "ncompass.cli._run:run_command",
         "Run a script or module under rewrites and a profiler.",
     ),
+    "capture": (
+        "ncompass.cli._capture:capture_command",
+        "Record a running `ncompass run --on-demand` now.",
+    ),
     "rewrite": ("ncompass.cli._rewrite:rewrite_command", "Show the rewritten source of a target."),
     "spec": ("ncompass.cli._spec:spec_group", "Validate and migrate target specs."),
     "summarize": ("ncompass.cli._traces:summarize_command", "Summarize where a trace's time went."),

@@ -11,6 +11,7 @@ import click
 
 from ncompass.capture.backends.base import PROFILERS
 from ncompass.capture.child_run import CHILD_REPORT_OPTION
+from ncompass.cli._recording_windows import recording_window_options, recording_windows
 from ncompass.gpu import DeviceSpec
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
     default="auto",
     show_default=True,
 )
+@recording_window_options
 @click.option(
     "--no-follow",
     is_flag=True,
@@ -107,6 +109,12 @@ def run_command(
     gpu_device: str,
     gpu_interval: float,
     gpu_backend: str,
+    window: str | None,
+    repeat: int,
+    every: int | None,
+    delay: float | None,
+    duration: float | None,
+    on_demand: bool,
     no_follow: bool,
     module: str | None,
     arguments: tuple[str, ...],
@@ -131,6 +139,9 @@ def run_command(
         )
     if nsys_args and not nsys:
         raise click.UsageError("--nsys-args needs --nsys")
+    windows = recording_windows(
+        profiler or "torch", window, repeat, every, delay, duration, on_demand, nsys
+    )
     args = list(arguments)
     script: str | None = None
     if module is None:
@@ -156,6 +167,7 @@ def run_command(
         nsys=nsys,
         nsys_args=_split(nsys_args),
         reexecuted=child_report is not None,
+        recording_windows=windows,
         follow=not no_follow,
     )
     if child_report is not None:  # the run --nsys / nvtx-trace started: report back to it
@@ -173,6 +185,10 @@ def run_command(
             "has no markers; check the module name or file path",
             err=True,
         )
+    if result.window_warning is not None:
+        click.echo(result.window_warning, err=True)
+    for trace in result.window_traces:
+        click.echo(f"ncompass: window trace written to {trace}", err=True)
     if result.code_profiler:
         click.echo(
             "ncompass: warning: the program ran a torch profiler of its own, so ncompass's "

@@ -14,6 +14,7 @@ import click
 from ncompass.errors import SpecError
 
 if TYPE_CHECKING:
+    from ncompass.capture.triggers import RecordingWindowOptions
     from ncompass.session.proposal import Proposal
 
 _TARGET = re.compile(r"^(?P<module>[^:]+):(?P<start>\d+)-(?P<end>\d+)$")
@@ -64,6 +65,13 @@ def session_group() -> None:
     help="Let time spent once (imports, model construction, compilation) be the answer.",
 )
 @click.option(
+    "--window",
+    default=None,
+    metavar="MARKER:FIRST:COUNT",
+    help="Each run records only calls FIRST to FIRST+COUNT-1 of MARKER (markers only: no "
+    "discovery run), so every run measures the same steps.",
+)
+@click.option(
     "--one-level",
     is_flag=True,
     help="No discovery run: mark one level finer per run (the planner before discovery runs).",
@@ -82,6 +90,7 @@ def session_run_command(
     target: str | None,
     top: int,
     include_setup: bool,
+    window: str | None,
     one_level: bool,
     as_json: bool,
     name: str,
@@ -121,6 +130,9 @@ def session_run_command(
     session = ProfilingSession(
         str(output_dir), session_name=name, config=config, include_setup=include_setup
     )
+    if window is not None:
+        session.recording_window = _recording_window(window)
+        one_level = True  # a discovery run samples the whole program, not a window
     echo = _quiet if as_json else click.echo
     first = len(session.iterations)
     if target is not None:
@@ -263,3 +275,15 @@ def session_show_command(name: str, output_dir: Path, iteration: int | None) -> 
     summary = session.get_trace_summary(record.trace_path)
     click.echo(summary["markdown"])
     click.echo(f"\nspec: {record.spec_path}\ntrace: {record.trace_path}")
+
+
+def _recording_window(text: str) -> RecordingWindowOptions:
+    """``--window MARKER:FIRST:COUNT``, checked before any run."""
+    from ncompass.capture.triggers import RecordingWindowOptions, parse_window
+    from ncompass.errors import CaptureError
+
+    try:
+        marker, first, count = parse_window(text)
+    except CaptureError as error:
+        raise click.UsageError(str(error)) from None
+    return RecordingWindowOptions(marker, first, count)

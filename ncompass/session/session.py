@@ -12,7 +12,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -63,6 +63,9 @@ from ncompass.session.sites import sites_ran
 from ncompass.session.store import SessionError, SessionStore
 from ncompass.session.summaries import SummaryCache
 from ncompass.spec.models import MODULE_LEVEL, RewriteConfig
+
+if TYPE_CHECKING:
+    from ncompass.capture.triggers import RecordingWindowOptions
 
 MAX_FEEDBACK_CHARS = 10_000
 """Longest feedback text a session accepts (a question, not a document)."""
@@ -140,6 +143,8 @@ class ProfilingSession:
         self._entry: EntryPoint | None = None
         self.last_run_output = ""
         self.last_run_errors = ""
+        self.recording_window: RecordingWindowOptions | None = None
+        """When set, each run records only this window (``session run --window``)."""
         self.last_proposal: Proposal | None = None
         self.include_setup = include_setup
         self._script: str | None = None
@@ -258,7 +263,8 @@ class ProfilingSession:
             sys.path.insert(0, folder)
         if self.config_version == 0:  # the starting spec is kept as a version too
             self.config_version, _ = self.store.write_version(self.config)
-        discovery_run = self.next_run_kind(discovery, profiler) == "discovery"
+        windows = self.recording_window  # the same steps measured every run, markers only
+        discovery_run = windows is None and self.next_run_kind(discovery, profiler) == "discovery"
         command = run_command(
             [str(self._spec_file())],
             output_dir=self.trace_output_dir,
@@ -269,8 +275,12 @@ class ProfilingSession:
             full_trace=self.config.full_trace_mode,
             entry="ncompass.session.discovery" if discovery_run else "ncompass run",
             options=["--force-overwrite"],  # the empty file this session claimed for it
+            recording_windows=windows,
         )
         done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if windows is not None:  # the run wrote its window's trace beside the claimed name
+            release_claim(trace_path)
+            trace_path = trace_path.with_name(f"{trace_path.stem}-w1.json")
         if not trace_path.is_file() or trace_path.stat().st_size == 0:
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
             raise SessionError(
