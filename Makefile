@@ -18,8 +18,10 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard ncompass/*/_*.c ncompass/
 	$(PY) -m pip install --quiet -e '.[dev,server,remote,kernels]'
 	touch $@
 
+# --force-overwrite: `ncompass run` refuses to replace an existing trace unless told to, and a
+# second `make demo` replaces the first one's traces/demo/attn.json.
 demo: setup
-	$(PY) -m ncompass run --config configs/attn.yaml --output-dir traces/demo --trace-name attn examples/tiny_transformer.py
+	$(PY) -m ncompass run --config configs/attn.yaml --output-dir traces/demo --trace-name attn --force-overwrite examples/tiny_transformer.py
 	$(PY) -m ncompass summarize traces/demo/attn.json --top 10
 
 lint: setup

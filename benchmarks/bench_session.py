@@ -2,6 +2,7 @@
 
     python benchmarks/bench_session.py [--quick] [--naive-runs N] [--json FILE]
     python benchmarks/bench_session.py --overhead [--repeats N]
+    python benchmarks/bench_session.py --shapes [--only TEXT] [--json FILE]
 
 Each case is a real model with small random weights (no downloads) and a hot spot at a known
 depth: natural ones (GPT-2's eager attention on a long sequence, a wide MLP) and planted ones (a
@@ -10,6 +11,13 @@ added deep inside, imported from there). Every case runs ``ncompass session run 
 user would, from no spec at all and from a spec marking only the top-level model, and the same
 with ``--one-level`` (the planner before discovery runs, one level finer per run). Per session:
 runs used, whether the answer names the right statement, and wall time.
+
+``--shapes`` runs the frame shapes of issue 22 (a comprehension, a lambda, a nested function,
+``functools.partial``, a decorator, a generator, recursion, a dispatch dict), each as a small
+program and planted in a copy of GPT-2's modeling file (in ``eager_attention_forward``, reached
+through ``attention_interface``), plus a call marker with two sites (one never runs) and a
+compiled model whose time is in Inductor's extern GEMMs. Goal: the right file and line in at most
+2 runs in every case, and never "confidence high" on a wrong answer.
 
 ``--overhead`` measures what a discovery method costs on the GPT-2 case (tiny config, 768
 tokens, eager attention): the model loop's own time (measured inside the script) and the trace
@@ -357,6 +365,148 @@ def overhead(repeats: int) -> None:
             )
 
 
+@dataclass
+class ShapeCase:
+    """One frame-shape case: files to write, the script, and how to tell the right answer."""
+
+    name: str
+    files: dict[str, str]
+    spec: str | None
+    right: Callable[[dict[str, Any]], bool]
+
+
+def _at_line(file: str, line: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda answer: (
+        Path(str(answer.get("file", ""))).name == file
+        and list(answer.get("lines") or [])[:1] == [line]
+    )
+
+
+def _planted_in(file: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda answer: (
+        Path(str(answer.get("file", ""))).name == file
+        and "# planted" in str(answer.get("statement", ""))
+    )
+
+
+def _compiled_call(answer: dict[str, Any]) -> bool:
+    from tests.session.shapes import COMPILED_RUN, hot_line
+
+    extern = {kernel["name"] for kernel in answer.get("extern_kernels") or []}
+    return _at_line("run.py", hot_line(COMPILED_RUN))(answer) and bool(
+        extern & {"aten::mm", "aten::addmm"}
+    )
+
+
+def plant_shape(statements: list[str], module_code: str) -> str:
+    """GPT-2's modeling file with a shape planted in ``eager_attention_forward``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("transformers.models.gpt2.modeling_gpt2")
+    assert spec is not None and spec.origin is not None
+    source = absolute_imports(Path(spec.origin).read_text(), "transformers.models.gpt2")
+    lines = source.splitlines()
+    anchor = lines.index("    attn_weights = torch.matmul(query, key.transpose(-1, -2))")
+    lines[anchor + 1 : anchor + 1] = ["    " + statement for statement in statements]
+    return "\n".join(lines) + "\n\n\n" + module_code
+
+
+def shape_cases() -> list[ShapeCase]:
+    """The frame shapes as small programs and planted in GPT-2, a two-site call marker, and a
+    compiled model whose time is in extern GEMMs."""
+    from tests.session import shapes
+
+    found = []
+    for name in shapes.SHAPES:
+        source = shapes.program(name)
+        found.append(
+            ShapeCase(f"{name} (program)", {"run.py": source}, None,
+                      _at_line("run.py", shapes.hot_line(source)))
+        )  # fmt: skip
+    gpt2 = (
+        HEADER.format(folder="") + _gpt2("n_layer=2, n_head=4, vocab_size=256, n_positions=1024, "
+        "n_embd=64", 128, module="planted_gpt2") + LOOP.format(inputs="ids")
+    )  # fmt: skip
+    for name, (statements, module_code) in shapes.PLANTED_SHAPES.items():
+        found.append(
+            ShapeCase(f"{name} (GPT-2 copy)",
+                      {"planted_gpt2.py": plant_shape(statements, module_code), "run.py": gpt2},
+                      None, _planted_in("planted_gpt2.py"))
+        )  # fmt: skip
+    found.append(
+        ShapeCase("call marker with two sites", {"prog.py": shapes.TWO_SITES, "run.py": ""},
+                  shapes.TWO_SITES_SPEC, _at_line("prog.py", shapes.hot_line(shapes.TWO_SITES)))
+    )  # fmt: skip
+    found.append(
+        ShapeCase("compiled, time in extern GEMMs",
+                  {"model.py": shapes.COMPILED_MODEL, "run.py": shapes.COMPILED_RUN}, None,
+                  _compiled_call)
+    )  # fmt: skip
+    return found
+
+
+def run_shapes(only: str | None, json_path: Path | None) -> None:
+    """The frame-shape cases: runs, right at which run, confidence, wall time."""
+    sys.path.insert(0, str(REPO))
+    results = []
+    print(f"{'case':44} {'runs':>4} {'right':>5} {'1st right':>9} {'confidence':>10} {'wall s':>7}")
+    for case in shape_cases():
+        if only and only not in case.name:
+            continue
+        with tempfile.TemporaryDirectory(prefix="bench-shapes-") as temporary:
+            folder = Path(temporary)
+            for file, text in case.files.items():
+                (folder / file).write_text(text.replace("sys.path.insert(0, '')", ""))
+            script = folder / ("prog.py" if "prog.py" in case.files else "run.py")
+            spec = None
+            if case.spec is not None:
+                spec = folder / "spec.yaml"
+                spec.write_text(case.spec)
+            document, wall = session(folder, script, spec, False, GOAL_RUNS + 1, "shapes")
+        iterations = document.get("iterations", [])
+        answer = document.get("answer") or {}
+        right = bool(answer) and case.right(answer)
+        first = next(
+            (
+                n
+                for n, it in enumerate(iterations, 1)
+                if it.get("answer") and case.right(it["answer"])
+            ),
+            None,
+        )
+        wrong_high = [
+            n for n, it in enumerate(iterations, 1)
+            if it.get("answer") and not case.right(it["answer"])
+            and it["answer"].get("confidence") == "high"
+        ]  # fmt: skip
+        row = {
+            "case": case.name,
+            "runs": len(iterations),
+            "right": right,
+            "first_right_run": first,
+            "confidence": answer.get("confidence"),
+            "high_on_wrong_runs": wrong_high,
+            "wall_s": round(wall, 1),
+            "answer": f"{Path(str(answer.get('file', '?'))).name}:"
+            f"{(answer.get('lines') or ['?'])[0]} {str(answer.get('statement', ''))[:50]}",
+        }
+        results.append(row)
+        print(
+            f"{case.name[:44]:44} {row['runs']:>4} {'yes' if right else 'no':>5} "
+            f"{first or '-'!s:>9} {row['confidence']!s:>10} {wall:7.1f}  {row['answer']}"
+            + (f"  HIGH ON WRONG (runs {wrong_high})" if wrong_high else ""),
+            flush=True,
+        )
+    met = sum(1 for r in results if r["right"] and r["runs"] <= GOAL_RUNS)
+    never = sum(1 for r in results if not r["high_on_wrong_runs"])
+    print(
+        f"\ngoal (right file and line in <= {GOAL_RUNS} runs): {met}/{len(results)}; "
+        f"never 'confidence high' on a wrong answer: {never}/{len(results)}"
+    )
+    if json_path is not None:
+        json_path.write_text(json.dumps(results, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Two cases only.")
@@ -364,7 +514,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="Write the results here too.")
     parser.add_argument("--overhead", action="store_true", help="Discovery methods' overhead.")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shapes", action="store_true", help="The frame-shape cases.")
+    parser.add_argument("--only", default=None, help="With --shapes: cases whose name has TEXT.")
     options = parser.parse_args()
+    if options.shapes:
+        run_shapes(options.only, options.json)
+        return
     if options.overhead:
         overhead(options.repeats)
         return

@@ -28,6 +28,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("bench_kernels.py", [], ["--quick"]),
     ("bench_remote.py", [], ["--quick"]),
     ("bench_compile_attribution.py", [], ["--quick"]),
+    ("bench_windows.py", [], ["--quick"]),
     ("bench_session.py", [], ["--quick", "--naive-runs", "2"]),
 ]
 

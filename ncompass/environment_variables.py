@@ -15,6 +15,8 @@ NCOMPASS_PROFILE = "NCOMPASS_PROFILE"
 """Turns ``@capture_trace`` on (``1``) or off when the code runs outside ``ncompass run``."""
 NCOMPASS_TRACE_DIR = "NCOMPASS_TRACE_DIR"
 """Where traces are written when no ``--output-dir`` is given."""
+NCOMPASS_FOLLOW = "NCOMPASS_FOLLOW"
+"""Set in every process of a run that follows its processes: the run's private folder."""
 NCOMPASS_NSYS = "NCOMPASS_NSYS"
 """The ``nsys`` executable to export Nsight Systems reports with."""
 
@@ -81,6 +83,7 @@ __all__ = [
     "NCOMPASS_AUTOTUNE",
     "NCOMPASS_AUTOTUNE_DIR",
     "NCOMPASS_CONFIG",
+    "NCOMPASS_FOLLOW",
     "NCOMPASS_JOB_ID",
     "NCOMPASS_LLM_API_KEY",
     "NCOMPASS_LLM_MODEL",

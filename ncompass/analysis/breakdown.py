@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,15 @@ from ncompass.analysis import _native
 from ncompass.analysis.idle import IdleGaps, classify_idle_gaps
 from ncompass.analysis.intervals import IntervalColumns, overlap_length
 from ncompass.analysis.launches import LaunchStatistics, launch_statistics
+from ncompass.analysis.run_parts import (
+    is_run_trace,
+    marker_cpu_us,
+    process_parts,
+    rank_parts,
+    wall_us,
+)
 from ncompass.analysis.summary_types import RankBreakdownRow
-from ncompass.errors import TraceError
+from ncompass.traces.identity import RankOwners
 from ncompass.traces.link import (
     KERNEL_CLASSES,
     NO_LINK,
@@ -37,7 +44,8 @@ class RankBreakdown:
     """Where one rank's GPU time went.
 
     Attributes:
-        rank: ``distributedInfo.rank``, else the file's position on the command line.
+        rank: The rank the trace names (see :func:`~ncompass.traces.identity.trace_identity`),
+            else the file's position on the command line.
         path: The trace file.
         kernel_span_us: First GPU event start to last GPU event end.
         idle_us: Span minus the union of all GPU event intervals.
@@ -49,6 +57,8 @@ class RankBreakdown:
         launches: Kernel-launch statistics.
         idle_gaps: Idle gaps classified as host-bound or not.
         window: Which GPU events were counted ("all", or "before the last ProfilerStep").
+        run: Per process and per rank, for a run's merged trace of several processes (None
+            for any other trace).
     """
 
     rank: int
@@ -65,6 +75,7 @@ class RankBreakdown:
     launches: LaunchStatistics
     idle_gaps: IdleGaps
     window: str
+    run: RunBreakdown | None = None
 
     def to_dict(self) -> RankBreakdownRow:
         """JSON-ready dict: the keys of docs/architecture.md first, then the extras."""
@@ -82,6 +93,61 @@ class RankBreakdown:
             "communication_overlapped_us": self.communication_overlapped_us,
             "launches": self.launches.to_dict(),
             "idle_gaps": self.idle_gaps.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class ProcessBreakdown:
+    """One process of a run's merged trace and the breakdown of the part it recorded.
+
+    Attributes:
+        pid: Its OS pid.
+        role: ``rank 1``, ``DataLoader worker 0``, a command line, ...
+        rank: The rank it states (None for a worker).
+        under_rank: The rank it is reported under (its own, else its nearest ancestor's).
+        wall_us: Its CPU span, first marker or launch to last.
+        marker_cpu_us: CPU time inside its outermost markers.
+        breakdown: The breakdown of its GPU events (those it launched).
+    """
+
+    pid: int
+    role: str
+    rank: int | None
+    under_rank: int | None
+    wall_us: float
+    marker_cpu_us: float
+    breakdown: RankBreakdown
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: the process, then its breakdown's keys."""
+        return {
+            "pid": self.pid,
+            "role": self.role,
+            "rank": self.rank,
+            "under_rank": self.under_rank,
+            "wall_us": self.wall_us,
+            "marker_cpu_us": self.marker_cpu_us,
+            **self.breakdown.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class RunBreakdown:
+    """A run's merged trace broken down per process and per rank (processes under their rank).
+
+    Attributes:
+        processes: Every process of the run, root first.
+        ranks: Every rank with its processes, in rank order (empty when no process states one).
+    """
+
+    processes: tuple[ProcessBreakdown, ...]
+    ranks: tuple[RankBreakdown, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: ``{"processes": [...], "ranks": {"0": {...}, ...}}``."""
+        return {
+            "processes": [process.to_dict() for process in self.processes],
+            "ranks": {str(rank.rank): rank.to_dict() for rank in self.ranks},
         }
 
 
@@ -108,7 +174,7 @@ class Breakdown:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``ncompass breakdown --json``: docs/architecture.md's, plus extras."""
-        return {
+        values: dict[str, Any] = {
             "ranks": {str(rank.rank): rank.to_dict() for rank in self.ranks},
             "kernel_types": {
                 "computation_us": self.computation_us,
@@ -116,6 +182,10 @@ class Breakdown:
                 "memory_us": self.memory_us,
             },
         }
+        runs = {str(rank.rank): rank.run.to_dict() for rank in self.ranks if rank.run}
+        if runs:  # a run's merged trace: its processes and ranks, by the file's rank key
+            values["runs"] = runs
+        return values
 
 
 def breakdown(
@@ -149,15 +219,11 @@ def breakdown(
         parts=jobs if len(paths) == 1 else 1,
     )
     ranks: list[RankBreakdown] = []
-    owners: dict[int, str] = {}
+    owners = RankOwners()
     for path, rank in zip(
         paths, map_traces(read, paths, jobs=jobs, progress=progress), strict=True
     ):
-        if rank.rank in owners:
-            raise TraceError(
-                f"{path} and {owners[rank.rank]} are both rank {rank.rank}: pass one trace per rank"
-            )
-        owners[rank.rank] = str(path)
+        owners.claim(rank.rank, path)
         ranks.append(rank)
     return Breakdown(tuple(ranks))
 
@@ -173,8 +239,42 @@ def _read_rank(
     """Link one file (in ``parts`` processes) and break it down (runs in a worker process when
     several files are read at once)."""
     trace = link_trace(path, progress=progress, jobs=parts)
-    rank = trace.rank if trace.rank is not None else position
-    return rank_breakdown(trace, rank, exclude_last_profiler_step=exclude_last_profiler_step)
+    rank = trace.identity.rank_or(position)
+    whole = rank_breakdown(trace, rank, exclude_last_profiler_step=exclude_last_profiler_step)
+    if not is_run_trace(trace):
+        return whole
+    return replace(whole, run=run_breakdown(trace, exclude_last_profiler_step))
+
+
+def run_breakdown(trace: LinkedTrace, exclude_last_profiler_step: bool = False) -> RunBreakdown:
+    """Break down a run's merged trace per process and per rank (see
+    :mod:`~ncompass.analysis.run_parts`)."""
+    processes: list[ProcessBreakdown] = []
+    ranks: dict[int, RankBreakdown] = {}
+    for part in process_parts(trace):
+        own = rank_breakdown(
+            part.trace,
+            part.under_rank if part.under_rank is not None else 0,
+            exclude_last_profiler_step=exclude_last_profiler_step,
+        )
+        if part.alone_in_rank and part.under_rank is not None:  # its part is its rank's
+            ranks[part.under_rank] = own
+        processes.append(
+            ProcessBreakdown(
+                pid=part.process.pid,
+                role=part.process.role,
+                rank=part.process.rank,
+                under_rank=part.under_rank,
+                wall_us=wall_us(part.trace),
+                marker_cpu_us=marker_cpu_us(part.trace),
+                breakdown=own,
+            )
+        )
+    for rank, _, rank_part in rank_parts(trace, skip_alone=True):
+        ranks[rank] = rank_breakdown(
+            rank_part, rank, exclude_last_profiler_step=exclude_last_profiler_step
+        )
+    return RunBreakdown(tuple(processes), tuple(ranks[rank] for rank in sorted(ranks)))
 
 
 def rank_breakdown(

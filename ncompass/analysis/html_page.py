@@ -9,8 +9,10 @@ from typing import Any, Literal, cast
 
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
+from ncompass.analysis.compiled_region_text import compiled_region_lines
 from ncompass.analysis.markdown_report import compiled_headline
 from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT, timeline_svg
+from ncompass.analysis.processes_page import run_html_sections
 from ncompass.analysis.summary_types import (
     BottleneckRow,
     BreakdownRow,
@@ -22,6 +24,7 @@ from ncompass.analysis.summary_types import (
     Summary,
     Timeline,
 )
+from ncompass.traces.unrecorded_markers import unrecorded_markers_advice
 
 
 class SummaryReport(dict[str, Any]):
@@ -51,15 +54,24 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
     has_gpu = bool(trace["gpu_events"])
     operations = structured["operations"]
     title = f"Trace summary: {Path(trace['path']).name}"
+    run = structured.get("run")
+    who = f"Rank {trace['rank']}"
+    if run is not None:
+        who = f"Run of {len(run['processes'])} processes (in total; per process below)"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{escape(title)}</title><style>{REPORT_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        f"<p>Rank {trace['rank']} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
+        f"<p>{escape(who)} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
         f"{trace['markers']} marker ranges · "
         + (f"{trace['gpu_events']} GPU events" if has_gpu else "CPU only (no GPU events)")
         + "</p>",
+        *(
+            [f"<p>{escape(unrecorded_markers_advice(trace['unrecorded_markers']))}</p>"]
+            if "unrecorded_markers" in trace
+            else []
+        ),
         *_compile_phases(trace.get("compile_phases") or {}),
         "<h2>Timeline</h2>",
         timeline_svg(_timeline(structured)),
@@ -67,6 +79,7 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
         "<h2>Markers</h2>",
         _marker_chart([op for op in operations if op["kind"] == "marker"][:top], has_gpu),
         *_compiled_code(structured["markers"], top),
+        *_compiled_regions(structured),
         "<h2>Bottlenecks</h2>",
         _bottlenecks(structured["bottlenecks"]),
         "<h2>Recommendations</h2>",
@@ -81,6 +94,7 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
         ),
         "<h2>CPU operators</h2>",
         _operator_table([op for op in operations if op["kind"] == "cpu_op"][:top]),
+        *(run_html_sections(run) if run is not None else []),
         f"<script>{SORTABLE_SCRIPT}</script></body></html>",
     ]
     return "\n".join(parts) + "\n"
@@ -198,6 +212,16 @@ def _compiled_code(markers: list[MarkerRow], top: int) -> list[str]:
             f"<th>total</th></tr></thead><tbody>{rows}</tbody></table></li>"
         )
     return ["<h2>Compiled code</h2>", "<ul>" + "".join(items) + "</ul>"]
+
+
+def _compiled_regions(structured: StructuredSummary) -> list[str]:
+    """The compiled regions' time and what no marker holds (markdown_report's paragraph)."""
+    listed = any(marker.get("compiled_kernels") for marker in structured["markers"])
+    lines = compiled_region_lines(structured.get("compiled_code"), heading=False)
+    if not lines:
+        return []
+    heading = [] if listed else ["<h2>Compiled code</h2>"]
+    return [*heading, f"<p>{escape(lines[0])}</p>"]
 
 
 def _bottlenecks(bottlenecks: list[BottleneckRow]) -> str:

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ncompass._format import format_duration
+from ncompass.analysis.compiled_region_text import compiled_region_lines
+from ncompass.analysis.processes import run_markdown
 from ncompass.analysis.summary_types import (
     BottleneckRow,
     BreakdownRow,
@@ -18,6 +20,7 @@ from ncompass.analysis.summary_types import (
     StructuredSummary,
     TraceInfo,
 )
+from ncompass.traces.unrecorded_markers import unrecorded_markers_advice
 
 _NAME_WIDTH = 80
 
@@ -35,12 +38,18 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     trace = structured["trace"]
     lines = [f"# Trace summary: {Path(trace['path']).name}", ""]
     has_gpu = bool(trace["gpu_events"])
+    run = structured.get("run")
+    who = f"Rank {trace['rank']}"
+    if run is not None:
+        who = f"Run of {len(run['processes'])} processes (in total; per process below)"
     lines.append(
-        f"Rank {trace['rank']} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
+        f"{who} · CPU wall time {format_duration(trace['cpu_wall_us'])} · "
         f"{trace['markers']} marker ranges · "
         + (f"{trace['gpu_events']} GPU events" if has_gpu else "CPU only (no GPU events)")
     )
     lines.append("")
+    if "unrecorded_markers" in trace:  # markers that fired into NVTX, absent from this trace
+        lines += [unrecorded_markers_advice(trace["unrecorded_markers"]), ""]
     lines += _setup_lines(trace)
     focus = structured.get("focus") or {}
     if focus.get("target_module") or focus.get("feedback_text"):
@@ -57,8 +66,12 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     marker_rows = [op for op in operations if op["kind"] == "marker"][:top]
     lines += _marker_table(marker_rows, has_gpu, compiling=compiling)
     lines += _compiled_section(structured["markers"], top)
+    listed = any(marker.get("compiled_kernels") for marker in structured["markers"])
+    lines += compiled_region_lines(structured.get("compiled_code"), heading=not listed)
     lines += _kernel_table([op for op in operations if op["kind"] == "kernel"][:top])
     lines += _operator_table([op for op in operations if op["kind"] == "cpu_op"][:top])
+    if run is not None:
+        lines += run_markdown(run)
     return "\n".join(lines).rstrip() + "\n"
 
 

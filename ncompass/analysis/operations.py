@@ -10,7 +10,7 @@ from ncompass.analysis.summary_types import Operation
 from ncompass.traces.link import KERNEL_CLASSES, LinkedTrace
 
 
-@dataclass
+@dataclass(slots=True)  # one per distinct name: a trace may have hundreds of thousands
 class KernelStats:
     """Calls and GPU time of one GPU event name (kernel, memcpy or memset)."""
 
@@ -37,10 +37,10 @@ def kernel_stats(trace: LinkedTrace) -> dict[str, KernelStats]:
         Name -> totals.
     """
     gpu = trace.gpu
-    by_name: dict[int, KernelStats] = {}
+    by_name: list[KernelStats | None] = [None] * len(trace.names)  # by name index
     for index in range(len(gpu)):
         name_id = gpu.name[index]
-        entry = by_name.get(name_id)
+        entry = by_name[name_id]
         if entry is None:
             kernel_class = KERNEL_CLASSES[gpu.kernel_class[index]].value
             entry = by_name[name_id] = KernelStats(trace.names[name_id], kernel_class)
@@ -50,7 +50,9 @@ def kernel_stats(trace: LinkedTrace) -> dict[str, KernelStats]:
         entry.bytes += gpu.bytes[index]
         if duration > entry.max_us:
             entry.max_us = duration
-    ordered = sorted(by_name.values(), key=lambda entry: -entry.total_us)
+    ordered = sorted(
+        (entry for entry in by_name if entry is not None), key=lambda entry: -entry.total_us
+    )
     return {entry.name: entry for entry in ordered}
 
 

@@ -17,78 +17,21 @@ from pathlib import Path
 from typing import Literal
 
 # typing_extensions' TypedDict, as in summary_types (pydantic validates only it before 3.12)
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from ncompass._format import format_duration
 from ncompass.analysis.breakdown import rank_breakdown
 from ncompass.analysis.markers import marker_stats
 from ncompass.analysis.operations import kernel_stats
+from ncompass.analysis.ranks_types import RankRow, RanksStructured, SlowestRank, SpreadRow
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
 from ncompass.analysis.summary_types import RankBreakdownRow
-from ncompass.traces.link import link_trace
+from ncompass.traces.link import LinkedTrace, link_trace
 from ncompass.traces.parallel import map_traces
 
 # More ranks than this get min / median / max columns instead of one column per rank.
 _MAX_RANK_COLUMNS = 8
 _NAME_WIDTH = 70
-
-
-class RankRow(TypedDict):
-    """One trace of a several-trace summary: its column label and its totals (microseconds)."""
-
-    label: str
-    rank: int
-    path: str
-    cpu_wall_us: float
-    gpu_events: int
-    kernel_span_us: float
-    compute_us: float
-    non_compute_us: float
-    communication_us: float
-    idle_us: float
-    host_bound_idle_us: float
-    outside_communication_us: float
-    findings: list[str]
-
-
-class SlowestRank(TypedDict):
-    """The straggler: the trace with the most of ``measure``, against the median over traces."""
-
-    label: str
-    rank: int
-    path: str
-    measure: Literal["outside_communication_us", "cpu_wall_us"]
-    value_us: float
-    median_us: float
-    over_median: float
-
-
-# "class" is a keyword: the functional form is the only way to spell this key.
-SpreadRow = TypedDict(
-    "SpreadRow",
-    {
-        "name": str,
-        "class": NotRequired[str],  # kernels only
-        "calls": int,
-        "total_us": float,
-        "by_rank_us": dict[str, float],
-        "median_us": float,
-        "max_us": float,
-        "slowest": str,
-        "over_median": float,
-    },
-)
-SpreadRow.__doc__ = """A marker or kernel name: its time on each trace, by column label."""
-
-
-class RanksStructured(TypedDict):
-    """The ``structured`` part of a several-trace summary (docs/analysis.md, "Several traces")."""
-
-    label: Literal["rank", "run"]
-    ranks: list[RankRow]
-    slowest: SlowestRank
-    markers: list[SpreadRow]
-    kernels: list[SpreadRow]
 
 
 class RanksSummary(TypedDict):
@@ -103,13 +46,16 @@ class RankFacts:
     """What one trace contributes to a combined summary (small enough to send between processes).
 
     Attributes:
-        rank: ``distributedInfo.rank``, else the file's position on the command line.
+        rank: The rank the trace names (see :func:`~ncompass.traces.identity.trace_identity`),
+            else the file's position on the command line.
         path: The trace file.
         cpu_wall_us: First to last CPU event.
         breakdown: The rank's GPU time breakdown (``ncompass breakdown --json``'s per-rank dict).
         markers: Marker name -> (calls, CPU inclusive time).
         kernels: GPU event name -> (class, calls, GPU time).
         findings: The titles of the rank's bottleneck findings, most severe first.
+        processes: The roles of the processes of a run reported under this rank (empty for a
+            trace file given as a rank).
     """
 
     rank: int
@@ -119,6 +65,7 @@ class RankFacts:
     markers: dict[str, tuple[int, float]]
     kernels: dict[str, tuple[str, int, float]]
     findings: tuple[str, ...]
+    processes: tuple[str, ...] = ()
 
     @property
     def gpu_events(self) -> int:
@@ -147,7 +94,20 @@ def rank_facts(path: str | Path, position: int, progress: bool | None) -> RankFa
         TraceError: The file is missing, truncated or not a trace.
     """
     trace = link_trace(path, progress=progress)
-    rank = trace.rank if trace.rank is not None else position
+    return facts_of_trace(trace, trace.identity.rank_or(position))
+
+
+def facts_of_trace(trace: LinkedTrace, rank: int, processes: tuple[str, ...] = ()) -> RankFacts:
+    """Analyse one linked trace (a file, or the part of a run some processes recorded).
+
+    Args:
+        trace: The linked trace.
+        rank: The rank to report it as.
+        processes: The roles of the run's processes it holds (none for a file given as a rank).
+
+    Returns:
+        The facts.
+    """
     breakdown = rank_breakdown(trace, rank)
     markers = marker_stats(trace)
     kernels = kernel_stats(trace)
@@ -163,6 +123,7 @@ def rank_facts(path: str | Path, position: int, progress: bool | None) -> RankFa
             for name, entry in kernels.items()
         },
         findings=tuple(finding.title for finding in findings),
+        processes=processes,
     )
 
 
@@ -211,7 +172,7 @@ def combine(facts: Sequence[RankFacts], *, top: int = 20) -> RanksStructured:
 
 def _rank_row(label: str, fact: RankFacts) -> RankRow:
     breakdown = fact.breakdown
-    return {
+    row: RankRow = {
         "label": label,
         "rank": fact.rank,
         "path": fact.path,
@@ -226,6 +187,9 @@ def _rank_row(label: str, fact: RankFacts) -> RankRow:
         "outside_communication_us": fact.outside_communication_us,
         "findings": list(fact.findings),
     }
+    if fact.processes:
+        row["processes"] = list(fact.processes)
+    return row
 
 
 def _slowest(labels: list[str], facts: Sequence[RankFacts], has_gpu: bool) -> SlowestRank:
@@ -289,17 +253,28 @@ def render_ranks_markdown(structured: RanksStructured) -> str:
     ranks = structured["ranks"]
     label = structured["label"]
     lines = [f"# Summary of {len(ranks)} traces ({label}s {_listing(ranks)})", ""]
-    lines += [slowest_sentence(structured["slowest"], label), ""]
+    lines += ranks_markdown_sections(structured, heading="##")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def ranks_markdown_sections(structured: RanksStructured, *, heading: str) -> list[str]:
+    """The several-rank report below its title: the slowest rank, the rank table, the markers
+    and kernels per rank and the findings, with ``heading`` (``##``) before each section."""
+    ranks = structured["ranks"]
+    label = structured["label"]
+    in_one_run = any("processes" in row for row in ranks)
+    lines = [slowest_sentence(structured["slowest"], label, name_file=not in_one_run), ""]
     lines += _rank_table(ranks, label)
-    lines += _spread_table("Markers (CPU time)", "marker", structured["markers"], ranks, label)
-    lines += _spread_table("GPU kernels (GPU time)", "kernel", structured["kernels"], ranks, label)
+    markers, kernels = structured["markers"], structured["kernels"]
+    lines += _spread_table(f"{heading} Markers (CPU time)", "marker", markers, ranks, label)
+    lines += _spread_table(f"{heading} GPU kernels (GPU time)", "kernel", kernels, ranks, label)
     findings = [row for row in ranks if row["findings"]]
     if findings:
-        lines += ["## Findings per " + label, ""]
+        lines += [f"{heading} Findings per {label}", ""]
         for row in findings:
             lines.append(f"- {label} {row['label']}: " + "; ".join(row["findings"]))
         lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
 
 
 def _listing(ranks: list[RankRow]) -> str:
@@ -307,9 +282,12 @@ def _listing(ranks: list[RankRow]) -> str:
     return ", ".join(shown) if len(shown) <= 10 else f"{shown[0]}–{shown[-1]}"
 
 
-def slowest_sentence(slowest: SlowestRank, label: str) -> str:
-    """The report's first line: which rank (or run) is slowest, by how much (markdown)."""
-    name = f"{label} {slowest['label']} ({Path(slowest['path']).name})"
+def slowest_sentence(slowest: SlowestRank, label: str, *, name_file: bool = True) -> str:
+    """The report's first line: which rank (or run) is slowest, by how much (markdown); the
+    file is named unless ``name_file`` is False (the ranks of one run's trace)."""
+    name = f"{label} {slowest['label']}"
+    if name_file:
+        name += f" ({Path(slowest['path']).name})"
     value = format_duration(slowest["value_us"])
     median = format_duration(slowest["median_us"])
     above = f"{slowest['over_median'] - 1:.1%} above" if slowest["over_median"] else "against"
@@ -322,20 +300,28 @@ def slowest_sentence(slowest: SlowestRank, label: str) -> str:
 
 
 def _rank_table(ranks: list[RankRow], label: str) -> list[str]:
+    in_one_run = any("processes" in row for row in ranks)
     lines = [
-        f"| {label} | file | GPU span | compute | communication | idle | host-bound idle "
-        "| GPU events | CPU wall |",
+        f"| {label} | {'processes' if in_one_run else 'file'} | GPU span | compute "
+        "| communication | idle | host-bound idle | GPU events | CPU wall |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in ranks:
         lines.append(
-            f"| {row['label']} | `{Path(row['path']).name}` | "
+            f"| {row['label']} | {_holder(row, in_one_run)} | "
             f"{format_duration(row['kernel_span_us'])} | {format_duration(row['compute_us'])} | "
             f"{format_duration(row['communication_us'])} | {format_duration(row['idle_us'])} | "
             f"{format_duration(row['host_bound_idle_us'])} | {row['gpu_events']} | "
             f"{format_duration(row['cpu_wall_us'])} |"
         )
     return [*lines, ""]
+
+
+def _holder(row: RankRow, in_one_run: bool) -> str:
+    """The rank table's second column: the file, or the processes of a run under the rank."""
+    if in_one_run:
+        return ", ".join(_cell(role) for role in row.get("processes", []))
+    return f"`{Path(row['path']).name}`"
 
 
 def _spread_table(
@@ -347,7 +333,7 @@ def _spread_table(
     wide = len(labels) <= _MAX_RANK_COLUMNS
     columns = [f"{label} {name}" for name in labels] if wide else ["min", "median", "max"]
     lines = [
-        f"## {title}",
+        title,
         "",
         f"| {kind} | calls | " + " | ".join(columns) + f" | slowest {label} | max / median |",
         "|---|---:|" + "---:|" * len(columns) + "---:|---:|",

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from html import escape
+from typing import TYPE_CHECKING
 
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT
-from ncompass.analysis.ranks import RankRow, RanksSummary, SpreadRow, slowest_sentence
+from ncompass.analysis.ranks import slowest_sentence
+from ncompass.analysis.ranks_types import RankRow, RanksStructured, SpreadRow
+
+if TYPE_CHECKING:
+    from ncompass.analysis.ranks import RanksSummary
 
 _LABEL_WIDTH, _PLOT_WIDTH, _ROW = 120, 860, 24
 
@@ -22,34 +27,48 @@ def render_ranks_html(summary: RanksSummary) -> str:
         The page; it references nothing outside itself.
     """
     structured = summary["structured"]
-    ranks = structured["ranks"]
-    label = structured["label"]
-    title = f"Summary of {len(ranks)} traces"
-    has_gpu = any(row["gpu_events"] for row in ranks)
+    title = f"Summary of {len(structured['ranks'])} traces"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{escape(title)}</title><style>{REPORT_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        f"<p>{escape(slowest_sentence(structured['slowest'], label).replace('**', ''))}</p>",
-        *([f"<h2>GPU time per {label}</h2>", _ranks_chart(ranks, label)] if has_gpu else []),
-        f"<h2>{label.capitalize()}s</h2>",
+        *ranks_html_sections(structured, heading="h2"),
+        f"<script>{SORTABLE_SCRIPT}</script></body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def ranks_html_sections(structured: RanksStructured, *, heading: str) -> list[str]:
+    """The several-rank report below its title, as HTML parts: the slowest rank, the GPU time
+    chart, the rank table, markers and kernels per rank, findings (``heading``: ``h2``)."""
+    ranks = structured["ranks"]
+    label = structured["label"]
+    has_gpu = any(row["gpu_events"] for row in ranks)
+    in_one_run = any("processes" in row for row in ranks)
+    slowest = slowest_sentence(structured["slowest"], label, name_file=not in_one_run)
+
+    def title(text: str) -> str:
+        return f"<{heading}>{escape(text)}</{heading}>"
+
+    return [
+        f"<p>{escape(slowest.replace('**', ''))}</p>",
+        *([title(f"GPU time per {label}"), _ranks_chart(ranks, label)] if has_gpu else []),
+        title(f"{label.capitalize()}s"),
         _rank_table(ranks, label),
-        "<h2>Markers (CPU time)</h2>",
+        title("Markers (CPU time)"),
         _spread_table(structured["markers"], ranks, label, "marker"),
         *(
             [
-                "<h2>GPU kernels (GPU time)</h2>",
+                title("GPU kernels (GPU time)"),
                 _spread_table(structured["kernels"], ranks, label, "kernel"),
             ]
             if has_gpu
             else []
         ),
-        f"<h2>Findings per {label}</h2>",
+        title(f"Findings per {label}"),
         _findings(ranks, label),
-        f"<script>{SORTABLE_SCRIPT}</script></body></html>",
     ]
-    return "\n".join(parts) + "\n"
 
 
 def _ranks_chart(ranks: list[RankRow], label: str) -> str:
@@ -97,16 +116,20 @@ def _ranks_chart(ranks: list[RankRow], label: str) -> str:
 
 
 def _rank_table(ranks: list[RankRow], label: str) -> str:
+    in_one_run = any("processes" in row for row in ranks)
     rows = "".join(
         f'<tr><td title="{escape(row["path"])}">{escape(row["label"])}</td>'
-        f"{_duration(row['kernel_span_us'])}{_duration(row['compute_us'])}"
+        + (f"<td>{escape(', '.join(row.get('processes', [])))}</td>" if in_one_run else "")
+        + f"{_duration(row['kernel_span_us'])}{_duration(row['compute_us'])}"
         f"{_duration(row['communication_us'])}{_duration(row['idle_us'])}"
         f"{_duration(row['host_bound_idle_us'])}{_count(row['gpu_events'])}"
         f"{_duration(row['cpu_wall_us'])}</tr>"
         for row in ranks
     )
     return (
-        f'<table class="sortable"><thead><tr><th>{escape(label)}</th><th>GPU span</th>'
+        f'<table class="sortable"><thead><tr><th>{escape(label)}</th>'
+        + ("<th>processes</th>" if in_one_run else "")
+        + "<th>GPU span</th>"
         "<th>compute</th><th>communication</th><th>idle</th><th>host-bound idle</th>"
         "<th>GPU events</th><th>CPU wall</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"

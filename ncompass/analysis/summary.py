@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ncompass.analysis.breakdown import rank_breakdown
+from ncompass.analysis.compiled_regions import compiled_region_stats
 from ncompass.analysis.html_page import SummaryReport
 from ncompass.analysis.markdown_report import render_markdown
 from ncompass.analysis.markers import (
@@ -16,10 +17,12 @@ from ncompass.analysis.markers import (
     may_hold_compiled_kernels,
 )
 from ncompass.analysis.operations import build_operations, kernel_stats
+from ncompass.analysis.processes import run_report
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
 from ncompass.analysis.summary_types import Focus, StructuredSummary, Summary
 from ncompass.analysis.timeline import busy_timeline
 from ncompass.traces.link import link_trace
+from ncompass.traces.unrecorded_markers import sidecar_unrecorded_markers
 
 
 def summarize_trace(
@@ -46,14 +49,16 @@ def summarize_trace(
         "markers", "breakdown", "trace", "focus", "timeline"}}`` (the keys and rows are
         :class:`~ncompass.analysis.summary_types.Summary`'s). Each marker lists the Inductor
         kernels compiled from its code (``compiled_kernels``); a compiled marker whose range
-        never recorded has an entry too. At run time a :class:`SummaryReport`, a plain dict
-        that Jupyter shows as its HTML page.
+        never recorded has an entry too. A run's merged trace (more than one process listed
+        under ``ncompass_processes``) also has ``run``: its processes and ranks (see
+        :func:`~ncompass.analysis.processes.run_report`). At run time a
+        :class:`SummaryReport`, a plain dict that Jupyter shows as its HTML page.
 
     Raises:
         TraceError: The file is missing, truncated or not a trace.
     """
     trace = link_trace(path, progress=progress, jobs=jobs)
-    rank = trace.rank if trace.rank is not None else 0
+    rank = trace.identity.rank_or(0)
     breakdown = rank_breakdown(trace, rank)
     markers = marker_stats(trace)
     kernels = kernel_stats(trace)
@@ -61,8 +66,10 @@ def summarize_trace(
     bottlenecks = find_bottlenecks(facts)
     recommendations = list(dict.fromkeys(finding.recommendation for finding in bottlenecks))
     compiled_only: list[MarkerStats] = []
+    regions = None
     if may_hold_compiled_kernels(trace):  # a second pass, only over traces of compiled code
         compiled_only = add_compiled_kernels(markers, compiled_kernel_stats(path))
+        regions = compiled_region_stats(path)
     wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
     structured: StructuredSummary = {
         "operations": build_operations(trace, markers, kernels, top, facts.setup),
@@ -88,6 +95,14 @@ def summarize_trace(
         "focus": _focus(feedback_context, list(markers)),
         "timeline": busy_timeline(trace),
     }
+    if regions is not None:
+        structured["compiled_code"] = regions
+    unrecorded = sidecar_unrecorded_markers(path)
+    if unrecorded is not None:
+        structured["trace"]["unrecorded_markers"] = unrecorded
+    run = run_report(trace, top=top)
+    if run is not None:  # a run's merged trace: per process and per rank as well
+        structured["run"] = run
     report = SummaryReport(markdown=render_markdown(structured, top=top), structured=structured)
     return cast(Summary, report)
 

@@ -13,6 +13,9 @@ from typing import Any, Literal
 # typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass.analysis.ranks_types import RunReport
+from ncompass.traces.unrecorded_markers import UnrecordedMarkers
+
 
 class CompiledKernelRow(TypedDict):
     """One Inductor kernel generated from a marker's code: its calls and their total time."""
@@ -149,6 +152,28 @@ class TraceInfo(TypedDict):
     event_counts: dict[str, int]
     compile_phases: CompilePhases
     setup: SetupRow
+    # markers placed with `context: nvtx` under `--profiler torch` (from the run's sidecar)
+    unrecorded_markers: NotRequired[UnrecordedMarkers]
+
+
+class UncreditedRow(TypedDict):
+    """Time in compiled code that no marker is credited with, under one event name."""
+
+    name: str
+    calls: int
+    total_us: float
+
+
+class CompiledRegionRow(TypedDict):
+    """The summary's ``compiled_code``: the ``torch.compile``d regions' time (GPU time of what
+    they launched, else CPU time), the part the markers' Inductor kernels hold, and the rest."""
+
+    source: Literal["gpu", "cpu"]
+    regions: int
+    total_us: float
+    credited_us: float
+    uncredited_us: float
+    uncredited: list[UncreditedRow]
 
 
 class Focus(TypedDict, total=False):
@@ -198,6 +223,8 @@ class StructuredSummary(TypedDict):
     focus: Focus
     timeline: NotRequired[Timeline]
     narrative: NotRequired[Narrative]
+    compiled_code: NotRequired[CompiledRegionRow]
+    run: NotRequired[RunReport]  # a run's merged trace of several processes
 
 
 class Summary(TypedDict):

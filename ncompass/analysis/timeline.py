@@ -10,7 +10,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Literal
 
-from ncompass.analysis.intervals import Interval, total_length, union
+from ncompass.analysis.breakdown import _in_start_order, _merged_by_class
+from ncompass.analysis.intervals import Interval, IntervalColumns, total_length, union
 from ncompass.analysis.summary_types import Timeline
 from ncompass.traces.link import NO_LINK, LinkedTrace, marker_group
 
@@ -33,12 +34,11 @@ def busy_timeline(trace: LinkedTrace, *, columns: int = COLUMNS, lanes: int = LA
         in bins (fractional), merged where closer than one bin; empty without events.
     """
     gpu = trace.gpu
-    gpu_busy = union(
-        (start, start + duration) for start, duration in zip(gpu.start, gpu.duration, strict=True)
-    )
+    # as columns, merged in start order: a (start, end) tuple per GPU event took ~110 bytes each
+    gpu_busy, _ = _merged_by_class(gpu, _in_start_order(gpu.start, range(len(gpu))))
     markers = trace.markers
     source: Literal["gpu", "cpu"] = "gpu" if gpu_busy else "cpu"
-    busy = gpu_busy or union((marker.start, marker.end) for marker in markers)
+    busy = gpu_busy or IntervalColumns.of(union((marker.start, marker.end) for marker in markers))
     begin, end = _span(trace, busy)
     result: Timeline = {
         "source": source,
@@ -69,22 +69,20 @@ def busy_timeline(trace: LinkedTrace, *, columns: int = COLUMNS, lanes: int = LA
     return result
 
 
-def _span(trace: LinkedTrace, busy: Sequence[Interval]) -> tuple[float, float]:
+def _span(trace: LinkedTrace, busy: IntervalColumns) -> tuple[float, float]:
     """From the first to the last event, CPU or GPU (0, 0 without events)."""
-    starts = [busy[0][0]] if busy else []
-    ends = [busy[-1][1]] if busy else []
+    starts = [busy.starts[0]] if busy else []
+    ends = [busy.ends[-1]] if busy else []
     if trace.cpu_end > trace.cpu_start:
         starts.append(trace.cpu_start)
         ends.append(trace.cpu_end)
     return (min(starts), max(ends)) if starts else (0.0, 0.0)
 
 
-def _coverage(
-    disjoint: Sequence[Interval], begin: float, scale: float, columns: int
-) -> list[float]:
+def _coverage(disjoint: IntervalColumns, begin: float, scale: float, columns: int) -> list[float]:
     """The share of each bin covered by ``disjoint`` intervals."""
     covered = [0.0] * columns
-    for start, stop in disjoint:
+    for start, stop in zip(disjoint.starts, disjoint.ends, strict=True):
         first, last = (start - begin) * scale, (stop - begin) * scale
         column = max(0, int(first))
         while column < columns and column < last:

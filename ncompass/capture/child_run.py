@@ -10,12 +10,15 @@ through a small JSON file: the script's exit code, or the ncompass error that st
 the child has exited, the parent turns what the tool recorded into the Chrome trace.
 
 The script's output goes straight to the terminal, and Ctrl-C reaches the child as usual: the
-parent waits for it and still writes what was recorded.
+parent waits for it and still writes what was recorded. A SIGTERM sent to the parent alone (a
+scheduler, ``timeout``, Kubernetes) is passed on to the child, which stops as on Ctrl-C; the
+parent then writes the trace too and exits 143 (:mod:`ncompass.capture.termination`).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,9 +30,10 @@ import orjson
 
 from ncompass import errors
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs, run_command
+from ncompass.capture.termination import Terminated, program_running
 from ncompass.capture.trace_files import (
     claim_trace_path,
-    safe_name,
+    release_claim,
     sidecar_path,
     timestamped_name,
     trace_dir,
@@ -107,13 +111,20 @@ def run_in_child(options: RunOptions) -> RunResult:
     config = load_specs(options.specs, "nvtx")
     folder = trace_dir(options.output_dir)
     trace_path = _claim(options, folder)
+    try:
+        return _run_claimed(options, config, folder, trace_path)
+    except BaseException:
+        release_claim(trace_path)  # a run that wrote no trace leaves nothing behind
+        raise
+
+
+def _run_claimed(
+    options: RunOptions, config: RewriteConfig, folder: Path, trace_path: Path
+) -> RunResult:
+    """:func:`run_in_child` once the trace's name is claimed."""
     with tempfile.TemporaryDirectory(prefix="ncompass-run-") as scratch_dir:
         scratch = Path(scratch_dir)
-        try:
-            capture = _capture(options, trace_path, scratch)
-        except BaseException:
-            _discard_claim(trace_path)
-            raise
+        capture = _capture(options, trace_path, scratch)
         report_file = scratch / "child.json"
         child = child_command(options, folder, trace_path.stem, report_file, scratch)
         monitor = None
@@ -122,13 +133,13 @@ def run_in_child(options: RunOptions) -> RunResult:
 
             monitor = start_monitor(options.gpu_monitor)
         clock = time.perf_counter()
-        returncode = _wait(capture.command(child), {**os.environ, **capture.environment()})
+        with program_running():  # the child is the program: signals stop it, not the parent
+            returncode = _wait(capture.command(child), {**os.environ, **capture.environment()})
         duration = time.perf_counter() - clock
         outcome = _read_report(report_file)
         if "error" in outcome:
             if monitor is not None:
                 monitor.stop()
-            _discard_claim(trace_path)
             raise _error_from_child(outcome)
         exit_code = int(outcome.get("exit_code", returncode))
         if not outcome:
@@ -137,11 +148,7 @@ def run_in_child(options: RunOptions) -> RunResult:
                 "writing what was recorded",
                 file=sys.stderr,
             )
-        try:
-            note = capture.write_trace(trace_path)
-        except BaseException:
-            _discard_claim(trace_path)
-            raise
+        note = capture.write_trace(trace_path)
         print(f"ncompass: {note}", file=sys.stderr)
     gpu = None
     if monitor is not None:
@@ -151,7 +158,12 @@ def run_in_child(options: RunOptions) -> RunResult:
     sidecar, markers = _complete_sidecar(trace_path, capture, exit_code)
     never_imported = outcome.get("unplaced") or []
     unplaced = [t for t in config.targets if _target_key(t) in never_imported]
-    return RunResult(exit_code, trace_path, sidecar, markers, duration, config, gpu, unplaced)
+    result = RunResult(exit_code, trace_path, sidecar, markers, duration, config, gpu, unplaced)
+    if options.recording_windows is not None:  # the child marked its windows: cut them out
+        from ncompass.capture.recording_windows import cut_window_traces
+
+        result.window_traces = cut_window_traces(trace_path)
+    return result
 
 
 def write_child_report(report_file: Path, result: RunResult) -> None:
@@ -195,7 +207,9 @@ def child_command(
         args=options.args,
         profiler=CHILD_PROFILER,
         full_trace=options.full_trace,
-        options=[CHILD_REPORT_OPTION, str(report_file)],
+        options=[CHILD_REPORT_OPTION, str(report_file)]
+        + ([] if options.follow else ["--no-follow"]),
+        recording_windows=options.recording_windows,
     )
 
 
@@ -212,22 +226,20 @@ def _capture(options: RunOptions, trace_path: Path, scratch: Path) -> ChildCaptu
 def _claim(options: RunOptions, folder: Path) -> Path:
     """The trace path, reserved as the torch profiler's runs reserve theirs."""
     if options.trace_name:
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / f"{safe_name(options.trace_name)}.json"
+        return claim_trace_path(
+            folder, options.trace_name, exact=True, replace=options.force_overwrite
+        )
     entry = options.script or options.module or "run"
     return claim_trace_path(folder, timestamped_name(Path(entry).stem if options.script else entry))
 
 
-def _discard_claim(trace_path: Path) -> None:
-    try:
-        if trace_path.stat().st_size == 0:
-            trace_path.unlink()
-    except OSError:
-        pass
-
-
 def _wait(command: list[str], env: dict[str, str]) -> int:
-    """Run the child to its end (through Ctrl-C, which reaches it too); its exit code."""
+    """Run the child to its end; its exit code.
+
+    Ctrl-C reaches the child too (the terminal signals the whole group); a SIGTERM may have
+    been sent to this process alone, so it is passed on. Either way the child stops, writes
+    what it has and reports, and the parent waits for it.
+    """
     try:
         process = subprocess.Popen(command, env=env)
     except OSError as error:
@@ -236,6 +248,9 @@ def _wait(command: list[str], env: dict[str, str]) -> int:
         try:
             returncode = process.wait()
             break
+        except Terminated:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
         except KeyboardInterrupt:
             continue  # the child got the same signal: let it finish and report
     return 128 - returncode if returncode < 0 else returncode

@@ -13,6 +13,7 @@ reported as a :class:`CaptureOptionWarning` (a running torch profiler cannot cha
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import warnings
 from collections.abc import Callable
@@ -142,6 +143,7 @@ def capture_trace(
     trace_name: str | None = None,
     record_shapes: bool = False,
     profile_memory: bool = False,
+    window: tuple[int, int] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
@@ -152,6 +154,7 @@ def capture_trace(
     trace_name: str | None = None,
     record_shapes: bool = False,
     profile_memory: bool = False,
+    window: tuple[int, int] | None = None,
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Profile each call of the decorated function when profiling is on.
 
@@ -162,14 +165,28 @@ def capture_trace(
         trace_name: Trace file name without ``.json`` (default: the function's name).
         record_shapes: Record tensor shapes.
         profile_memory: Record memory allocations.
+        window: ``(FIRST, COUNT)``: record only calls FIRST to FIRST+COUNT-1 (counted from 1
+            in this process, while profiling is on); the other calls run unprofiled.
+
+    Raises:
+        ValueError: ``window`` is not two integers of at least 1.
     """
+    if window is not None and (
+        len(window) != 2 or not all(isinstance(n, int) and n >= 1 for n in window)
+    ):
+        raise ValueError(f"capture_trace(window={window!r}): give (FIRST, COUNT), both >= 1")
 
     def decorate(target: Callable[P, R]) -> Callable[P, R]:
         name: str = trace_name or getattr(target, "__name__", None) or "trace"
 
+        calls = itertools.count(1)
+        first, last = (window[0], window[0] + window[1] - 1) if window else (1, 0)
+
         @functools.wraps(target)
         def traced(*args: P.args, **kwargs: P.kwargs) -> R:
             if not profiling_enabled():
+                return target(*args, **kwargs)
+            if window is not None and not first <= next(calls) <= last:
                 return target(*args, **kwargs)
             with TorchProfilerContext(
                 name, record_shapes=record_shapes, profile_memory=profile_memory

@@ -8,12 +8,13 @@ are reported. The trace is streamed (:mod:`ncompass.traces.counters`), never loa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ncompass.errors import CaptureError, TraceError
-from ncompass.gpu import DeviceSpec, GpuMonitor, GpuSummary
+from ncompass.gpu import DeviceSpec, GpuMonitor, GpuSample, GpuSummary
 from ncompass.gpu import timeline as gpu_timeline
 from ncompass.traces.counters import CounterPlacement, append_counter_tracks
 
@@ -58,35 +59,58 @@ def start_monitor(options: GpuMonitorOptions) -> GpuMonitor:
     return monitor
 
 
-def finish(monitor: GpuMonitor, trace_path: Path | None) -> GpuTimeline:
+def finish(
+    monitor: GpuMonitor,
+    trace_path: Path | None,
+    *,
+    windows: Sequence[tuple[Path, float, float]] = (),
+) -> GpuTimeline:
     """Stop ``monitor`` and, when there is a trace, add its samples to it as counter tracks.
+
+    Args:
+        monitor: The run's monitor.
+        trace_path: The whole run's trace (None: none written).
+        windows: Recording windows' traces, each with its start and end (wall clock, seconds):
+            each gets the samples taken while it recorded.
 
     Raises:
         CaptureError: the trace cannot be read back or rewritten.
     """
     monitor.stop()
     result = GpuTimeline(summaries=list(monitor.summaries))
-    if trace_path is None or not monitor.samples:
+    if not monitor.samples:
         return result
+    if trace_path is not None:
+        _add_counters(trace_path, monitor.samples, result)
+    for window_trace, start_s, end_s in windows:
+        first, last = start_s * 1e9, end_s * 1e9
+        inside = [sample for sample in monitor.samples if first <= sample.time_ns <= last]
+        if inside:
+            _add_counters(window_trace, inside, result)
+    return result
 
+
+def _add_counters(trace_path: Path, samples: list[GpuSample], result: GpuTimeline) -> None:
     def counters_at(placement: CounterPlacement) -> list[dict[str, Any]]:
         added = [gpu_timeline.process_name_event(placement.pid)] if placement.new_process else []
         return added + gpu_timeline.counter_events(
-            monitor.samples, pid=placement.pid, clock_offset_us=placement.clock_offset_us
+            samples, pid=placement.pid, clock_offset_us=placement.clock_offset_us
         )
 
     try:
-        placement, result.counter_events = append_counter_tracks(trace_path, counters_at)
+        placement, added = append_counter_tracks(trace_path, counters_at)
     except TraceError as error:
         raise CaptureError(f"cannot add GPU counters to the trace: {error}") from None
+    result.counter_events += added
     stretches = gpu_timeline.low_utilisation_stretches(
-        monitor.samples,
+        samples,
         placement.marker_ranges,
         LOW_UTILISATION_PERCENT,
         clock_offset_us=placement.clock_offset_us,
     )
-    result.low_utilisation = gpu_timeline.format_low_utilisation(stretches, LOW_UTILISATION_PERCENT)
-    return result
+    result.low_utilisation += gpu_timeline.format_low_utilisation(
+        stretches, LOW_UTILISATION_PERCENT
+    )
 
 
 __all__ = ["GpuMonitorOptions", "GpuTimeline", "finish", "start_monitor"]

@@ -25,6 +25,7 @@ from ncompass.spec.models import RewriteConfig
 
 if TYPE_CHECKING:
     from ncompass.capture.backends.base import ProfilerBackend
+    from ncompass.capture.recording_windows import RecordingWindows
 
 
 @dataclass
@@ -54,6 +55,7 @@ def profiled(
     runner: bool = False,
     yield_to_code_profiler: bool = False,
     on_start: Callable[[], object] | None = None,
+    windows: RecordingWindows | None = None,
 ) -> Iterator[ProfiledRun]:
     """Profile the block: the run's environment, the profiler and the whole-run range.
 
@@ -70,6 +72,8 @@ def profiled(
             the code's profiler ended ours is not an error.
         on_start: Called once the profiler has started, before the whole-run range opens
             (what should not slow the profiler's start, such as the GPU monitor).
+        windows: Record only these recording windows: their trigger starts a profiler per
+            span instead of ``profiler`` recording the whole block (``written`` stays None).
     """
     environment = {
         environment_variables.NCOMPASS_PROFILE: "1",
@@ -78,7 +82,10 @@ def profiled(
     if runner:
         environment[environment_variables.NCOMPASS_RUNNER] = "1"
     with scoped_environment(environment):
-        profiler.start()
+        if windows is None or windows.marks_only:
+            profiler.start()
+        if windows is not None:
+            windows.begin()
         if on_start is not None:
             on_start()
         run = ProfiledRun(WholeRunRange(config.context, enabled=config.full_trace_mode))
@@ -99,9 +106,14 @@ def profiled(
         finally:
             run.whole_run.close()
             try:
-                if not run.yielded:
-                    with contextlib.suppress(*((CaptureError,) if yield_to_code_profiler else ())):
-                        run.written = profiler.stop()
+                try:
+                    if windows is not None:
+                        windows.end()
+                finally:
+                    if (windows is None or windows.marks_only) and not run.yielded:
+                        suppressed = (CaptureError,) if yield_to_code_profiler else ()
+                        with contextlib.suppress(*suppressed):
+                            run.written = profiler.stop()
             finally:
                 run.markers = REGISTRY.manifest()
 

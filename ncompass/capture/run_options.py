@@ -20,6 +20,7 @@ from ncompass.spec.models import RewriteConfig, TargetSpec
 
 if TYPE_CHECKING:
     from ncompass.capture.gpu_timeline import GpuMonitorOptions, GpuTimeline
+    from ncompass.capture.triggers import RecordingWindowOptions
     from ncompass.importer.registry import MarkerRecord
 
 
@@ -35,13 +36,19 @@ class RunOptions:
         profiler: ``torch``, ``nvtx``, ``nvtx-trace`` (the NVTX recorder, in a child process)
             or ``none``.
         output_dir: Trace folder (default ``$NCOMPASS_TRACE_DIR`` or ``traces``).
-        trace_name: Trace file name without ``.json`` (default: ``<script>-<time>``); an
-            existing file of that name is replaced.
+        trace_name: Trace file name without ``.json`` (default: ``<script>-<time>``, which
+            gets ``-1``, ``-2``, ... when taken); an existing file of that name is refused
+            (:class:`~ncompass.capture.trace_files.TraceExistsError`) unless ``force_overwrite``.
+        force_overwrite: Replace an existing trace of ``trace_name`` (and its sidecar).
         record_shapes / profile_memory / with_stack: torch profiler options.
         nsys: Run under ``nsys profile`` (in a child process) and convert its report;
             ``profiler`` is then ignored: markers are NVTX ranges.
         nsys_args: More options for ``nsys profile``.
+        follow: The Python processes the script starts get the run's specs and profiler, and
+            their traces are merged into the run's (``--no-follow``: only this process).
         reexecuted: Internal: set in the child that ``nsys``/``nvtx-trace`` runs re-execute.
+        recording_windows: Record only these windows (``--window``, ``--delay``/``--duration``,
+            ``--on-demand``), one trace per span named ``<trace>-wN``.
     """
 
     specs: Sequence[str | Path | RewriteConfig] = ()
@@ -51,6 +58,7 @@ class RunOptions:
     profiler: str = "torch"
     output_dir: str | Path | None = None
     trace_name: str | None = None
+    force_overwrite: bool = False
     record_shapes: bool = False
     profile_memory: bool = False
     with_stack: bool = False
@@ -58,7 +66,9 @@ class RunOptions:
     gpu_monitor: GpuMonitorOptions | None = None
     nsys: bool = False
     nsys_args: Sequence[str] = ()
+    follow: bool = True
     reexecuted: bool = False
+    recording_windows: RecordingWindowOptions | None = None
 
 
 @dataclass
@@ -73,8 +83,12 @@ class RunResult:
     config: RewriteConfig
     gpu: GpuTimeline | None = None
     unplaced: list[TargetSpec] = field(default_factory=list)
+    window_traces: list[Path] = field(default_factory=list)
+    window_warning: str | None = None
     # the program ran a torch profiler of its own: ncompass's stepped aside and wrote no trace
     code_profiler: bool = False
+
+    warnings: list[str] = field(default_factory=list)  # e.g. a followed process left no trace
 
 
 def load_specs(
@@ -99,6 +113,7 @@ def run_command(
     full_trace: bool = False,
     options: Sequence[str] = (),
     entry: str = "ncompass run",
+    recording_windows: RecordingWindowOptions | None = None,
 ) -> list[str]:
     """``python -m ncompass run ...``: the command that repeats a run in a fresh process.
 
@@ -112,12 +127,15 @@ def run_command(
         options: More options, placed before the script.
         entry: The program: ``ncompass run``, or a module taking the same options
             (``ncompass.session.discovery``).
+        recording_windows: The run's recording windows, asked for again.
     """
     program, _, command_name = entry.partition(" ")
     command = [sys.executable, "-m", program, *([command_name] if command_name else [])]
     if profiler is not None:
         command += ["--profiler", profiler]
     command += list(options)
+    if recording_windows is not None:
+        command += recording_windows.command_line()
     command += ["--output-dir", str(output_dir), "--trace-name", trace_name]
     for spec in spec_files:
         command += ["--config", str(spec)]

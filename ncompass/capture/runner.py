@@ -8,10 +8,12 @@ uses to map hot markers back to source.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -27,13 +29,16 @@ from ncompass.capture.child_run import (
     write_child_report,
 )
 from ncompass.capture.compiled_kernels import provenance_note
+from ncompass.capture.follow.tree import FollowedRun, FollowOutcome
 from ncompass.capture.gpu_timeline import GpuTimeline, finish, start_monitor
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs
 from ncompass.capture.sidecar import CompiledKernelsRecord, Sidecar
+from ncompass.capture.termination import program_running
 from ncompass.capture.trace_files import (
     claim_trace_path,
+    release_claim,
     safe_name,
     sidecar_path,
     timestamped_name,
@@ -44,7 +49,6 @@ from ncompass.gpu import GpuMonitor
 from ncompass.importer.hook import disable_rewrites, enable_rewrites
 from ncompass.importer.registry import REGISTRY, MarkerRecord
 from ncompass.importer.script import (
-    ScriptNotFoundError,
     ScriptOutcome,
     check_script,
     run_module,
@@ -54,6 +58,11 @@ from ncompass.importer.targets import unmet_requirement
 from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.runtime.cuda_graphs import forget_captured_markers, graph_captured_markers
 from ncompass.spec.models import RewriteConfig
+
+if TYPE_CHECKING:
+    from ncompass.capture.backends.base import ProfilerBackend
+    from ncompass.capture.recording_windows import RecordedSpan, RecordingWindows
+    from ncompass.capture.spans import WindowRecord
 
 RUNNER_ENV = environment_variables.NCOMPASS_RUNNER
 
@@ -90,80 +99,171 @@ def run(options: RunOptions) -> RunResult:
         record_torch_markers_with_nvtx(config)
     if options.full_trace:
         config = config.model_copy(update={"full_trace_mode": True})
-    if trace_path is None and options.profiler == "torch":
-        trace_path = claim_trace_path(folder, name)
-    profiler = make_profiler(
-        options.profiler,
-        trace_path or Path(os.devnull),
-        record_shapes=options.record_shapes,
-        profile_memory=options.profile_memory,
-        with_stack=options.with_stack,
-    )
+    windows = _recording_windows(options, config, folder, name)  # checked before anything runs
     started = time.time()
     clock = time.perf_counter()
     outcome = ScriptOutcome(1)
     monitor: GpuMonitor | None = None
     gpu: GpuTimeline | None = None
     profiled_run: ProfiledRun | None = None
+    followed: FollowedRun | None = None
 
     def start_monitor_after_profiler() -> None:  # the profiler's start is slow: not timed
         nonlocal monitor
+        if followed is not None:
+            followed.profiler_started(profiler)
         if options.gpu_monitor is not None:
             monitor = start_monitor(options.gpu_monitor)
 
     forget_captured_markers()
-    enable_rewrites(config)
-    try:
+    try:  # the trace is claimed inside the clean-up: a run that fails leaves nothing behind
+        if options.profiler == "torch" and windows is None:  # windows claim their own
+            exact, replace = bool(options.trace_name), options.force_overwrite
+            trace_path = claim_trace_path(folder, name, exact=exact, replace=replace)
+        profiler = make_profiler(
+            options.profiler,
+            trace_path or Path(os.devnull),
+            record_shapes=options.record_shapes,
+            profile_memory=options.profile_memory,
+            with_stack=options.with_stack,
+        )
+        enable_rewrites(config)
+        if options.follow:
+            followed = FollowedRun.begin(config, options, trace_path)
         try:
-            with profiled(
-                profiler,
-                config,
-                folder,
-                runner=True,
-                on_start=start_monitor_after_profiler,
-                # the program's own torch profiler takes Kineto's one session: ours steps aside
-                yield_to_code_profiler=isinstance(profiler, TorchProfiler),
-            ) as profiled_run:
+            with (
+                followed.scope() if followed is not None else contextlib.nullcontext(),
+                profiled(
+                    profiler,
+                    config,
+                    folder,
+                    runner=True,
+                    on_start=start_monitor_after_profiler,
+                    windows=windows,
+                    # the program's own torch profiler takes Kineto's one session: ours steps
+                    # aside
+                    yield_to_code_profiler=isinstance(profiler, TorchProfiler) and windows is None,
+                ) as profiled_run,
+            ):
                 outcome = _run_entry(options)
         finally:
             if monitor is not None:
-                gpu = finish(monitor, profiled_run.written if profiled_run else None)
+                gpu = finish(
+                    monitor,
+                    profiled_run.written if profiled_run else None,
+                    windows=windows.time_spans() if windows is not None else (),
+                )
         unplaced = [  # targets skipped for their `requires:` were warned about
             t for t in REGISTRY.unplaced(config) if not unmet_requirement(t.requires)
         ]
     except BaseException as error:
         written = profiled_run.written if profiled_run is not None else None
-        if isinstance(error, ScriptNotFoundError) and written is not None:
-            written.unlink(missing_ok=True)  # `-m` typo: the trace holds nothing
-        elif trace_path is not None and written is None and _is_empty(trace_path):
-            trace_path.unlink()
+        if isinstance(error, NcompassError) and written is not None:
+            written.unlink(missing_ok=True)  # a spec error, a `-m` typo: the run failed
+        elif trace_path is not None and written is None:
+            release_claim(trace_path)
         raise
     finally:
         disable_rewrites()
     written, markers = profiled_run.written, profiled_run.markers
-    if profiled_run.yielded and trace_path is not None and _is_empty(trace_path):
-        trace_path.unlink()  # claimed for a trace that was never written
+    if profiled_run.yielded and trace_path is not None:
+        release_claim(trace_path)  # claimed for a trace that was never written
+    processes = None
+    if followed is not None:
+        processes = followed.finish(written, markers, outcome.exit_code)
+        markers, unplaced = processes.markers, processes.still_unplaced(unplaced)
     duration = time.perf_counter() - clock
     sidecar = None
     if written is not None:
         kernels = _compiled_kernels(profiler, markers)
         sidecar = _write_sidecar(
-            written, options, config, markers, outcome, started, duration, gpu, kernels
+            written,
+            options,
+            config,
+            markers,
+            outcome,
+            started,
+            duration,
+            gpu,
+            kernels,
+            processes=processes,
         )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
-    return RunResult(
+    warnings = processes.warnings if processes is not None else []
+    result = RunResult(
         outcome.exit_code, written, sidecar, markers, duration, config, gpu, unplaced,
-        code_profiler=profiled_run.yielded,
+        code_profiler=profiled_run.yielded, warnings=warnings,
     )  # fmt: skip
+    if windows is not None:  # the sidecars written as each span ended now get the exit code
+        for span in windows.spans:
+            _write_window_sidecar(span, options, config, outcome, markers)
+        result.window_traces = [span.trace for span in windows.spans]
+        result.window_warning = windows.warning
+    return result
+
+
+def _make_profiler(options: RunOptions, trace_path: Path) -> ProfilerBackend:
+    return make_profiler(
+        options.profiler,
+        trace_path,
+        record_shapes=options.record_shapes,
+        profile_memory=options.profile_memory,
+        with_stack=options.with_stack,
+    )
+
+
+def _recording_windows(
+    options: RunOptions, config: RewriteConfig, folder: Path, name: str
+) -> RecordingWindows | None:
+    """The run's recording windows (None: the profiler records the whole run)."""
+    if options.recording_windows is None:
+        return None
+    from ncompass.capture.recording_windows import windows_for_run
+
+    return windows_for_run(
+        options.recording_windows,
+        options.profiler,
+        config,
+        folder,
+        name,
+        lambda trace, _number: _make_profiler(options, trace),
+        lambda span: _write_window_sidecar(span, options, config, None),
+    )
+
+
+def _write_window_sidecar(
+    span: RecordedSpan,
+    options: RunOptions,
+    config: RewriteConfig,
+    outcome: ScriptOutcome | None,
+    markers: list[MarkerRecord] | None = None,
+) -> None:
+    """A span's sidecar: written when it ends (no exit code yet), again when the run ends
+    (with the run's markers: the registry is emptied by then)."""
+    markers = REGISTRY.manifest() if markers is None else markers
+    kernels = _compiled_kernels(span.backend, markers)
+    _write_sidecar(
+        span.trace,
+        options,
+        config,
+        markers,
+        outcome,
+        span.started_unix_s,
+        span.duration_s,
+        None,
+        kernels,
+        window=span.window,
+    )
 
 
 def _run_entry(options: RunOptions) -> ScriptOutcome:
     """Run the script or module of ``options`` as ``__main__``."""
-    if options.script is not None:
-        return run_script(options.script, list(options.args))
-    assert options.module is not None
-    return run_module(options.module, list(options.args))
+    with program_running():  # SIGTERM and Ctrl-C stop the program, not the trace's writing
+        if options.script is not None:
+            return run_script(options.script, list(options.args))
+        assert options.module is not None
+        return run_module(options.module, list(options.args))
 
 
 def report_to_parent(options: RunOptions, report_file: Path) -> int:
@@ -178,13 +278,6 @@ def report_to_parent(options: RunOptions, report_file: Path) -> int:
         return USER_ERROR_EXIT_CODE
     write_child_report(report_file, result)
     return result.exit_code
-
-
-def _is_empty(path: Path) -> bool:
-    try:
-        return path.stat().st_size == 0
-    except OSError:
-        return False
 
 
 def _compiled_kernels(
@@ -206,11 +299,14 @@ def _write_sidecar(
     options: RunOptions,
     config: RewriteConfig,
     markers: list[MarkerRecord],
-    outcome: ScriptOutcome,
+    outcome: ScriptOutcome | None,
     started: float,
     duration: float,
     gpu: GpuTimeline | None,
     compiled_kernels: CompiledKernelsRecord | None,
+    *,
+    window: WindowRecord | None = None,
+    processes: FollowOutcome | None = None,
 ) -> Path:
     path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
@@ -219,12 +315,14 @@ def _write_sidecar(
         "command": [*command, *options.args],
         "python": sys.executable,
         "profiler": options.profiler,
-        "exit_code": outcome.exit_code,
+        "exit_code": outcome.exit_code if outcome is not None else None,
         "started_unix_s": started,
         "duration_s": duration,
         "spec": config.to_dict(),
         "markers": markers,
     }
+    if window is not None:
+        document["window"] = window
     if compiled_kernels is not None:
         document["compiled_kernels"] = compiled_kernels
     if gpu is not None:
@@ -233,6 +331,8 @@ def _write_sidecar(
             "low_utilisation": gpu.low_utilisation,
             "counter_events": gpu.counter_events,
         }
+    if processes is not None and len(processes.processes) > 1:
+        document["processes"] = processes.processes
     captured = graph_captured_markers()
     if captured:  # they recorded nothing: their code replays as a CUDA graph (docs/compile.md)
         document["cuda_graph_markers"] = captured

@@ -14,6 +14,7 @@ import orjson
 # typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass.capture.spans import WindowRecord
 from ncompass.capture.trace_files import sidecar_path
 from ncompass.importer.registry import MarkerRecord
 
@@ -67,7 +68,7 @@ class Sidecar(TypedDict):
     command: list[str]
     python: str
     profiler: str
-    exit_code: int
+    exit_code: int | None  # None in a window's sidecar written while the run goes on
     started_unix_s: float
     duration_s: float
     spec: dict[str, Any]
@@ -76,6 +77,8 @@ class Sidecar(TypedDict):
     gpu: NotRequired[GpuRecord]
     nsys: NotRequired[NsysRecord]
     cuda_graph_markers: NotRequired[list[str]]
+    window: NotRequired[WindowRecord]
+    processes: NotRequired[list[dict[str, Any]]]  # every process of a followed run, its own first
 
 
 def read_sidecar(trace_path: Path) -> Sidecar | None:

@@ -18,6 +18,10 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "ncompass.cli._run:run_command",
         "Run a script or module under rewrites and a profiler.",
     ),
+    "capture": (
+        "ncompass.cli._capture:capture_command",
+        "Record a running `ncompass run --on-demand` now.",
+    ),
     "rewrite": ("ncompass.cli._rewrite:rewrite_command", "Show the rewritten source of a target."),
     "spec": ("ncompass.cli._spec:spec_group", "Validate and migrate target specs."),
     "summarize": ("ncompass.cli._traces:summarize_command", "Summarize where a trace's time went."),
@@ -41,6 +45,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 USER_ERROR_EXIT_CODE = 2
+INTERRUPTED_EXIT_CODE = 130  # as a shell reports a process ended by SIGINT
 
 
 class LazyGroup(click.Group):
@@ -70,6 +75,11 @@ class LazyGroup(click.Group):
                 raise
             click.secho(f"error: {error}", err=True, fg="red")
             ctx.exit(USER_ERROR_EXIT_CODE)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under `ncompass run`
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"ncompass: {str(interrupt) or 'interrupted'}", err=True)
+            ctx.exit(getattr(interrupt, "exit_code", INTERRUPTED_EXIT_CODE))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -5,12 +5,17 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ncompass.capture.backends.base import PROFILERS
 from ncompass.capture.child_run import CHILD_REPORT_OPTION
+from ncompass.cli._recording_windows import recording_window_options, recording_windows
 from ncompass.gpu import DeviceSpec
+
+if TYPE_CHECKING:
+    from ncompass.importer.registry import MarkerRecord
 
 
 @click.command(
@@ -53,7 +58,14 @@ from ncompass.gpu import DeviceSpec
     help="Trace folder [default: $NCOMPASS_TRACE_DIR or ./traces].",
 )
 @click.option(
-    "--trace-name", default=None, help="Trace file name without .json [default: SCRIPT-TIME]."
+    "--trace-name",
+    default=None,
+    help="Trace file name without .json [default: SCRIPT-TIME]; refused if it exists.",
+)
+@click.option(
+    "--force-overwrite",
+    is_flag=True,
+    help="Replace the trace (and sidecar) of --trace-name if it exists.",
 )
 @click.option("--record-shapes", is_flag=True, help="Record tensor shapes (torch profiler).")
 @click.option("--profile-memory", is_flag=True, help="Record allocations (torch profiler).")
@@ -72,6 +84,12 @@ from ncompass.gpu import DeviceSpec
     default="auto",
     show_default=True,
 )
+@recording_window_options
+@click.option(
+    "--no-follow",
+    is_flag=True,
+    help="Profile only this process: the Python processes the script starts run untouched.",
+)
 @click.option("-m", "module", default=None, metavar="MODULE", help="Run a module, like python -m.")
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def run_command(
@@ -82,6 +100,7 @@ def run_command(
     child_report: Path | None,
     output_dir: Path | None,
     trace_name: str | None,
+    force_overwrite: bool,
     record_shapes: bool,
     profile_memory: bool,
     with_stack: bool,
@@ -90,17 +109,28 @@ def run_command(
     gpu_device: str,
     gpu_interval: float,
     gpu_backend: str,
+    window: str | None,
+    repeat: int,
+    every: int | None,
+    delay: float | None,
+    duration: float | None,
+    on_demand: bool,
+    no_follow: bool,
     module: str | None,
     arguments: tuple[str, ...],
 ) -> None:
     """Run SCRIPT (or -m MODULE) with ARGS under the specs' rewrites and a profiler.
 
-    The exit code is the script's. Example:
+    The exit code is the script's; 143 after a SIGTERM, which stops the script as Ctrl-C
+    does (the trace is still written). Example:
 
         ncompass run --config configs/attn.yaml examples/tiny_transformer.py --steps 3
     """
+    from ncompass.capture import termination
     from ncompass.capture.gpu_timeline import GpuMonitorOptions
     from ncompass.capture.runner import RunOptions, run
+
+    termination.stop_on_signals()  # SIGTERM stops the script as Ctrl-C does: the trace is written
 
     if nsys and profiler not in (None, "nvtx"):
         raise click.UsageError(
@@ -109,6 +139,9 @@ def run_command(
         )
     if nsys_args and not nsys:
         raise click.UsageError("--nsys-args needs --nsys")
+    windows = recording_windows(
+        profiler or "torch", window, repeat, every, delay, duration, on_demand, nsys
+    )
     args = list(arguments)
     script: str | None = None
     if module is None:
@@ -123,6 +156,7 @@ def run_command(
         profiler=profiler or "torch",
         output_dir=output_dir,
         trace_name=trace_name,
+        force_overwrite=force_overwrite,
         record_shapes=record_shapes,
         profile_memory=profile_memory,
         with_stack=with_stack,
@@ -133,11 +167,13 @@ def run_command(
         nsys=nsys,
         nsys_args=_split(nsys_args),
         reexecuted=child_report is not None,
+        recording_windows=windows,
+        follow=not no_follow,
     )
     if child_report is not None:  # the run --nsys / nvtx-trace started: report back to it
         from ncompass.capture.runner import report_to_parent
 
-        raise SystemExit(report_to_parent(options, child_report))
+        raise SystemExit(termination.exit_code(report_to_parent(options, child_report)))
     result = run(options)
     sys.stdout.flush()
     if result.gpu is not None:
@@ -149,6 +185,10 @@ def run_command(
             "has no markers; check the module name or file path",
             err=True,
         )
+    if result.window_warning is not None:
+        click.echo(result.window_warning, err=True)
+    for trace in result.window_traces:
+        click.echo(f"ncompass: window trace written to {trace}", err=True)
     if result.code_profiler:
         click.echo(
             "ncompass: warning: the program ran a torch profiler of its own, so ncompass's "
@@ -156,7 +196,11 @@ def run_command(
             "run it without its profiler",
             err=True,
         )
+
+    for warning in result.warnings:
+        click.echo(f"ncompass: warning: {warning}", err=True)
     if result.trace_path is not None:
+        _warn_unrecorded_markers(result.markers, options.profiler, nsys)
         markers = len(result.markers)
         click.echo(
             f"ncompass: trace written to {result.trace_path} ({markers} marker"
@@ -164,7 +208,16 @@ def run_command(
             f"see `ncompass summarize {result.trace_path}`",
             err=True,
         )
-    raise SystemExit(result.exit_code)
+    raise SystemExit(termination.exit_code(result.exit_code))
+
+
+def _warn_unrecorded_markers(markers: list[MarkerRecord], profiler: str, nsys: bool) -> None:
+    """Markers that fired into NVTX, which this run's profiler does not record."""
+    from ncompass.traces.unrecorded_markers import unrecorded_markers, unrecorded_markers_advice
+
+    found = unrecorded_markers(profiler, markers, nsys=nsys)
+    if found is not None:
+        click.echo(f"ncompass: warning: {unrecorded_markers_advice(found)}", err=True)
 
 
 def _split(text: str) -> list[str]:

@@ -14,6 +14,7 @@ import click
 from ncompass.errors import SpecError
 
 if TYPE_CHECKING:
+    from ncompass.capture.triggers import RecordingWindowOptions
     from ncompass.session.proposal import Proposal
 
 _TARGET = re.compile(r"^(?P<module>[^:]+):(?P<start>\d+)-(?P<end>\d+)$")
@@ -64,6 +65,13 @@ def session_group() -> None:
     help="Let time spent once (imports, model construction, compilation) be the answer.",
 )
 @click.option(
+    "--window",
+    default=None,
+    metavar="MARKER:FIRST:COUNT",
+    help="Each run records only calls FIRST to FIRST+COUNT-1 of MARKER (markers only: no "
+    "discovery run), so every run measures the same steps.",
+)
+@click.option(
     "--one-level",
     is_flag=True,
     help="No discovery run: mark one level finer per run (the planner before discovery runs).",
@@ -82,6 +90,7 @@ def session_run_command(
     target: str | None,
     top: int,
     include_setup: bool,
+    window: str | None,
     one_level: bool,
     as_json: bool,
     name: str,
@@ -121,6 +130,9 @@ def session_run_command(
     session = ProfilingSession(
         str(output_dir), session_name=name, config=config, include_setup=include_setup
     )
+    if window is not None:
+        session.recording_window = _recording_window(window)
+        one_level = True  # a discovery run samples the whole program, not a window
     echo = _quiet if as_json else click.echo
     first = len(session.iterations)
     if target is not None:
@@ -129,7 +141,14 @@ def session_run_command(
         _echo_proposal(session.last_proposal, echo)
     if session.pending is not None:  # from --feedback, or `ncompass session feedback` before
         session.apply_targeted_markers()
+    session.check_script(script)
     for step in range(iterations):
+        kind = session.next_run_kind(False if one_level else None)
+        count = session.marker_count()
+        click.echo(
+            f"run {step + 1}/{iterations}: {kind}, {count} marker{'s' if count != 1 else ''}",
+            err=as_json,
+        )
         session.run_script(script, list(arguments), discovery=False if one_level else None)
         record = session.iterations[-1]
         echo(iteration_report(record, top))
@@ -224,7 +243,7 @@ def session_history_command(name: str, output_dir: Path, as_json: bool) -> None:
     from ncompass.session.report import history_json, history_report
     from ncompass.session.session import ProfilingSession
 
-    session = ProfilingSession(str(output_dir), session_name=name)
+    session = ProfilingSession(str(output_dir), session_name=name, read_only=True)
     if as_json:
         click.echo(json.dumps(history_json(session.iterations), indent=2))
     else:
@@ -240,7 +259,7 @@ def session_show_command(name: str, output_dir: Path, iteration: int | None) -> 
     from ncompass.session.session import ProfilingSession
     from ncompass.session.store import SessionError
 
-    session = ProfilingSession(str(output_dir), session_name=name)
+    session = ProfilingSession(str(output_dir), session_name=name, read_only=True)
     records = [r for r in session.iterations if iteration is None or r.iteration == iteration]
     if not records and iteration is None:
         raise SessionError(
@@ -256,3 +275,15 @@ def session_show_command(name: str, output_dir: Path, iteration: int | None) -> 
     summary = session.get_trace_summary(record.trace_path)
     click.echo(summary["markdown"])
     click.echo(f"\nspec: {record.spec_path}\ntrace: {record.trace_path}")
+
+
+def _recording_window(text: str) -> RecordingWindowOptions:
+    """``--window MARKER:FIRST:COUNT``, checked before any run."""
+    from ncompass.capture.triggers import RecordingWindowOptions, parse_window
+    from ncompass.errors import CaptureError
+
+    try:
+        marker, first, count = parse_window(text)
+    except CaptureError as error:
+        raise click.UsageError(str(error)) from None
+    return RecordingWindowOptions(marker, first, count)

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
+from ncompass.gpu import _switch_interval
 from ncompass.gpu._backends import BACKEND_NAMES, MonitorBackend, open_backend
 from ncompass.gpu._backends.base import DeviceInfo, Notes
 from ncompass.gpu._backends.none import NoneBackend
@@ -184,7 +185,12 @@ class _Run:
         self.sampler: Sampler | None = None
         if not isinstance(backend, NoneBackend):
             self.sampler = Sampler(self.take, interval_ns)
-            self.sampler.start(self.start_ns)
+            _switch_interval.shorten()
+            try:
+                self.sampler.start(self.start_ns)
+            except BaseException:
+                _switch_interval.restore()
+                raise
 
     def take(self, tick: int) -> None:
         """Reads every device once and counts the samples (sampler thread, then the closer)."""
@@ -223,6 +229,8 @@ class _Run:
                     )
         finally:
             self.closed = True
+            if self.sampler is not None:
+                _switch_interval.restore()
             self.backend.close()
         for device, text in self.backend.notes():
             self.notes.add(device, text)

@@ -20,6 +20,8 @@ from ncompass.gpu._format import sparkline
 from ncompass.gpu._sample import HOST_DEVICE, GpuSample
 
 _Number = TypeVar("_Number", int, float)
+RATE_SHORTFALL = 0.9
+"""A summary notes a sampling rate below this share of the one asked for."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,10 @@ class GpuSummary:
             from the device's energy counter.
         busy_time_s: Estimated time the device was busy: mean utilisation × ``measured_s``.
         sparkline: The utilisation over time, one character per slice (``·``: no data).
-        notes: What the user should know: fallbacks, unsupported metrics, lost devices.
+        notes: What the user should know: fallbacks, unsupported metrics, lost devices, a
+            sampling rate short of the one asked for.
+        sample_rate_hz: Samples taken a second after warm-up (``None`` for backend ``none``
+            or a region too short to tell); ``1 / interval_s`` when sampling kept time.
     """
 
     device: int
@@ -81,6 +86,7 @@ class GpuSummary:
     busy_time_s: float | None
     sparkline: str
     notes: tuple[str, ...] = ()
+    sample_rate_hz: float | None = None
 
     def format(self) -> str:
         """A readable multi-line report."""
@@ -193,6 +199,12 @@ class SummaryAccumulator:
         util_mean = math.fsum(utils) / len(utils) if utils else None
         energy_j, estimated = self._energy()
         all_notes = list(notes)
+        rate = achieved_rate(self._sample_count, measured_s)
+        if backend != "none" and rate is not None and rate < RATE_SHORTFALL / interval_s:
+            all_notes.append(
+                f"sampled {rate:.1f} times a second of the {1 / interval_s:g} asked for (a busy "
+                "machine, or code holding the GIL longer than the interval)"
+            )
         if duration_s < warmup_s:
             all_notes.append(f"the region ({duration_s:.2f} s) was shorter than the warm-up")
         return GpuSummary(
@@ -222,6 +234,7 @@ class SummaryAccumulator:
             busy_time_s=util_mean / 100.0 * measured_s if util_mean is not None else None,
             sparkline=sparkline(self._util),
             notes=tuple(all_notes),
+            sample_rate_hz=rate if backend != "none" else None,
         )
 
     def _energy(self) -> tuple[float | None, bool]:
@@ -232,6 +245,14 @@ class SummaryAccumulator:
         if self._power_span_ns > 0:
             return self._power_joules, True
         return None, False
+
+
+def achieved_rate(sample_count: int, measured_s: float) -> float | None:
+    """Samples a second over the measured time: the intervals between the samples (the first
+    is taken at the start, the last at the end), or None when too short to tell."""
+    if sample_count < 2 or measured_s <= 0:
+        return None
+    return (sample_count - 1) / measured_s
 
 
 def _max(current: _Number | None, value: _Number) -> _Number:
@@ -248,6 +269,8 @@ def format_summary(summary: GpuSummary) -> str:
         timing += f", first {summary.warmup_s:.2f} s excluded"
     if summary.backend != "none":
         timing += f" · {summary.sample_count} samples every {summary.interval_s:g} s"
+        if summary.sample_rate_hz is not None:
+            timing += f" ({summary.sample_rate_hz:.1f}/s of {1 / summary.interval_s:g}/s asked)"
     if summary.missing_samples:
         timing += f", {summary.missing_samples} without data"
     rows = [("time", timing)]

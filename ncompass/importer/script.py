@@ -161,7 +161,8 @@ def _execute(body: Callable[[], object]) -> ScriptOutcome:
         raise  # a spec that does not match a module the script imports: a user error, exit 2
     except KeyboardInterrupt as interrupt:
         _report(interrupt)
-        return ScriptOutcome(EXIT_INTERRUPTED, interrupt)
+        # Ctrl-C: 130; a SIGTERM turned into an interrupt carries its own (143)
+        return ScriptOutcome(getattr(interrupt, "exit_code", EXIT_INTERRUPTED), interrupt)
     except BaseException as error:  # the user's uncaught exception, reported as Python would
         wrapped = spec_error_in_chain(error)
         if wrapped is not None:

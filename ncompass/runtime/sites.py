@@ -69,7 +69,34 @@ def bind(
         parse_color(color, name=name)  # a wrong colour is an error whatever the context
     site = MarkerSite(name=name, dynamic=dynamic, values=values, color=color)
     bound = backend_for(resolved).bind(site, async_safe=async_safe)
-    return hidden_enter(bound.enter), hidden_exit(bound.exit)
+    enter, exit = bound.enter, bound.exit
+    if _site_hooks:
+        hook = _site_hooks.get(name)
+        if hook is not None:
+            enter, exit = hook(enter, exit)
+    return hidden_enter(enter), hidden_exit(exit)
+
+
+SiteHook = Callable[
+    [Callable[..., object], Callable[[object], object]],
+    tuple[Callable[..., object], Callable[[object], object]],
+]
+"""Takes a site's ``(enter, exit)`` pair and returns the pair the rewritten code calls."""
+
+_site_hooks: dict[str, SiteHook] = {}
+
+
+def hook_sites(name: str, hook: SiteHook | None) -> None:
+    """Wraps the ``(enter, exit)`` pair of every site named ``name`` bound from now on.
+
+    A neutral hook for what must see each call of one marker (the recording windows of
+    ``ncompass run --window`` count them); the runtime knows nothing of its user. Sites of
+    other names keep the pair their backend bound, so they pay nothing. ``None`` removes it.
+    """
+    if hook is None:
+        _site_hooks.pop(name, None)
+    else:
+        _site_hooks[name] = hook
 
 
 class _NameInFrame:
@@ -159,9 +186,11 @@ def async_call_wrapper(
 
 __all__ = [
     "ResolvedContext",
+    "SiteHook",
     "async_call_wrapper",
     "bind",
     "call_wrapper",
+    "hook_sites",
     "resolve_context",
     "template",
 ]

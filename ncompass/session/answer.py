@@ -21,7 +21,8 @@ from typing import Any
 
 from ncompass.importer.registry import MarkerRecord
 from ncompass.session.history import IterationRecord
-from ncompass.session.sites import name_pattern
+from ncompass.session.paths import shown_path
+from ncompass.session.sites import name_pattern, site_of
 from ncompass.traces.link import NO_LINK, LinkedTrace, Marker, link_trace
 
 # the runner-up is a tie when this close to the winner (share of the winner's time) ...
@@ -88,6 +89,11 @@ class Answer:
         compiled_from: When the time is in code ``torch.compile`` compiled, the statement that
             calls the compiled code (the answer is then the compiled source line whose kernels
             hold the most time, ``measured_by`` is ``compiled kernels``).
+        compiled_kernels_share: When the answer stays at a call into compiled code because
+            Inductor's generated kernels hold less than half its time: their share of it.
+        extern_kernels: Then, the ops the compiled code called instead (``aten::mm``,
+            ``aten::addmm``, ``aten::convolution``: Inductor's extern kernels), with their share
+            of the answer's time.
     """
 
     file: str
@@ -108,6 +114,8 @@ class Answer:
     setup_ms: dict[str, float] = field(default_factory=dict)
     confirmed: bool | None = None
     compiled_from: Contender | None = None
+    compiled_kernels_share: float | None = None
+    extern_kernels: list[WorkTime] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``answer`` of ``session run --json``)."""
@@ -130,6 +138,12 @@ class Answer:
             "setup_ms": {k: round(v, 3) for k, v in self.setup_ms.items()},
             "confirmed": self.confirmed,
             "compiled_from": self.compiled_from.to_dict() if self.compiled_from else None,
+            "compiled_kernels_share": (
+                round(self.compiled_kernels_share, 4)
+                if self.compiled_kernels_share is not None
+                else None
+            ),
+            "extern_kernels": [k.to_dict() for k in self.extern_kernels],
         }
 
     @classmethod
@@ -155,6 +169,8 @@ class Answer:
             setup_ms=dict(data.get("setup_ms") or {}),
             confirmed=data.get("confirmed"),
             compiled_from=_contender(data["compiled_from"]) if data.get("compiled_from") else None,
+            compiled_kernels_share=data.get("compiled_kernels_share"),
+            extern_kernels=[WorkTime(**k) for k in data.get("extern_kernels") or []],
         )
 
     def describe(self) -> str:
@@ -165,12 +181,21 @@ class Answer:
             else f"lines {self.lines[0]}-{self.lines[1]}"
         )
         text = (
-            f"{self.statement} — {self.function}, {lines} of {self.file}: "
+            f"{self.statement} — {self.function}, {lines} of {shown_path(self.file)}: "
             f"{self.self_ms:.2f} ms {self.basis.upper()} ({100 * self.share:.0f}%), "
             f"{self.runs} run{'s' if self.runs != 1 else ''}, confidence {self.confidence}"
         )
         if self.compiled_from is not None:
             text += f"; compiled, called from {self.compiled_from.statement}"
+        if self.compiled_kernels_share is not None:
+            extern = ", ".join(
+                f"{kernel.name} {100 * kernel.share:.0f}%" for kernel in self.extern_kernels
+            )
+            text += (
+                f"; it calls compiled code whose generated kernels hold only "
+                f"{100 * self.compiled_kernels_share:.1f}% of its time, so the answer stays at "
+                "the call" + (f" (the rest is in extern kernels: {extern})" if extern else "")
+            )
         if self.repeats > 1:
             text += f" (spread ±{100 * self.spread:.1f} points over {self.repeats} repeats)"
         return text
@@ -296,8 +321,10 @@ def answer_from_markers(
             continue
         totals[slot] += own
         if marker.name not in site_of_name:
-            site_of_name[marker.name] = next(
-                (site for site, pattern in patterns if pattern.fullmatch(marker.name)), None
+            matching = [site for site, pattern in patterns if pattern.fullmatch(marker.name)]
+            same = [site for site in matching if site.get("name") == matching[0].get("name")]
+            site_of_name[marker.name] = (
+                site_of(same, str(same[0].get("name")), record) if same else None
             )
         site = site_of_name[marker.name]
         if site is None:

@@ -11,9 +11,14 @@ that is steady-state work). Code Inductor generated (its cache folder) folds int
 that called it, like torch. Samples outside the script (the profiler starting and stopping) are
 left out.
 
+Lambdas, comprehensions and generator expressions run inside the statement that calls or
+consumes them (a marker cannot wrap a lambda's body): their frames are folded into the frame
+below them, so ``junk = [a @ b for _ in range(8)]`` holds the time of its ``<listcomp>``.
+
 A function called from more than one statement is a *helper*: its time goes to the statement
 that called it, so a slow ``spin(SLOW)`` or ``self.c_fc(x)`` is named rather than the loop or the
-``addmm`` inside the helper that every call site shares.
+``addmm`` inside the helper that every call site shares. A function calling itself (recursion)
+is not a second call site. The helpers folded are reported (:attr:`StackProfile.folded`).
 
 When the run's trace has GPU work, each kernel's time is credited to the statement sampled
 nearest in time to the CPU call that launched it (linked through ``args.correlation``): an
@@ -138,6 +143,11 @@ class StackProfile:
         windows: Per line, its self time in each third of the steady-state run (for stability).
         functions: Per function of your code (a ``CodeLine`` whose line is 0), the steady-state
             CPU time spent in it and its callees.
+        folded: Per helper function folded into the statements that call it (a ``CodeLine``
+            whose line is 0), the time moved to its callers.
+        callees: Per calling line (file, line), the functions of your code sampled under it
+            (``CodeLine`` with line 0) and their time: what a call resolved only at run time
+            (a dispatch dict, ``functools.partial``) reached.
         gpu: Whether GPU time was credited.
     """
 
@@ -147,6 +157,8 @@ class StackProfile:
     paths: dict[CodeLine, HotPath] = field(default_factory=dict)
     windows: dict[CodeLine, list[float]] = field(default_factory=dict)
     functions: dict[CodeLine, float] = field(default_factory=dict)
+    folded: dict[CodeLine, float] = field(default_factory=dict)
+    callees: dict[tuple[str, int], dict[CodeLine, float]] = field(default_factory=dict)
     gpu: bool = False
 
     def ranked(self) -> list[tuple[CodeLine, LineTime]]:
@@ -157,6 +169,10 @@ class StackProfile:
     def basis_us(self, time: LineTime) -> float:
         """The time a line is ranked by."""
         return time.gpu_us if self.gpu else time.self_us
+
+    def sampled_lines(self) -> dict[tuple[str, int], float]:
+        """Time per (real file, line), callees included: which lines ran."""
+        return {(line.file, line.line): time.total_us for line, time in self.lines.items()}
 
     @property
     def total_us(self) -> float:
@@ -249,13 +265,21 @@ def stack_profile(
         mine = [
             CodeLine(classifier.real(f.file), f.line, normalized_qualname(f.qualname), f.module)
             for f in frames
-            if not classifier.is_framework(f)
+            if not classifier.is_framework(f) and not is_synthetic(f.qualname)
         ]
         if mine:
             kept.append((mine, at, weight))
     helpers = _helpers(kept)
+    for mine, _, weight in kept:
+        for caller, callee in pairwise(mine):
+            if (caller.file, caller.qualname) != (callee.file, callee.qualname):
+                called = profile.callees.setdefault((caller.file, caller.line), {})
+                function = CodeLine(callee.file, 0, callee.qualname, callee.module)
+                called[function] = called.get(function, 0.0) + weight
     for mine, at, weight in kept:
         while len(mine) > 1 and (mine[-1].file, mine[-1].qualname) in helpers:
+            helper = CodeLine(mine[-1].file, 0, mine[-1].qualname, mine[-1].module)
+            profile.folded[helper] = profile.folded.get(helper, 0.0) + weight
             mine = mine[:-1]
         profile.steady_us += weight
         leaf = mine[-1]
@@ -276,23 +300,34 @@ def stack_profile(
         heaviest = max(paths.items(), key=lambda item: item[1])
         profile.paths[leaf] = HotPath(list(heaviest[0]), sum(paths.values()))
     if steady_times:
-        first, last = steady_times[0], steady_times[-1]
-        span = (last - first) / 3 or 1.0
-        for at, leaf, weight in zip(steady_times, steady_leaves, steady_weights, strict=True):
-            third = min(2, int((at - first) / span))
+        # thirds of the steady-state time, not of the clock: compilation or imports set apart
+        # between two steady stretches must not leave a third nearly empty
+        third_us = profile.steady_us / 3 or 1.0
+        done = 0.0
+        for leaf, weight in zip(steady_leaves, steady_weights, strict=True):
+            third = min(2, int((done + weight / 2) / third_us))
             profile.windows.setdefault(leaf, [0.0, 0.0, 0.0])[third] += weight
+            done += weight
     if gpu_launches_us and steady_times:
         _credit_gpu(profile, steady_times, steady_leaves, gpu_launches_us)
     return profile
 
 
+def is_synthetic(qualname: str) -> bool:
+    """Whether a code object is a lambda, a comprehension or a generator expression: code that
+    runs inside the statement calling or consuming it."""
+    return qualname.rsplit(".", 1)[-1] in _SYNTHETIC
+
+
 def _helpers(kept: list[tuple[list[CodeLine], float, float]]) -> set[tuple[str, str]]:
     """Functions called from more than one statement: helpers, whose time is credited to the
-    statement that called them (``spin(SLOW)``, not the loop inside ``spin``)."""
+    statement that called them (``spin(SLOW)``, not the loop inside ``spin``). A recursive call
+    (the function calling itself) is not another call site."""
     sites: dict[tuple[str, str], set[tuple[str, int]]] = defaultdict(set)
     for mine, _, _ in kept:
         for caller, callee in pairwise(mine):
-            sites[(callee.file, callee.qualname)].add((caller.file, caller.line))
+            if (caller.file, caller.qualname) != (callee.file, callee.qualname):
+                sites[(callee.file, callee.qualname)].add((caller.file, caller.line))
     return {function for function, callers in sites.items() if len(callers) > 1}
 
 
@@ -326,6 +361,7 @@ __all__ = [
     "LineTime",
     "StackProfile",
     "framework_dirs",
+    "is_synthetic",
     "normalized_qualname",
     "stack_profile",
 ]

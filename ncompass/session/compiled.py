@@ -33,6 +33,21 @@ _COMPILED_SHARE = 0.5
 # the runner-up line is a tie when this close to the top one (share of its time)
 _TIE_SHARE = 0.10
 _TOP_KERNELS = 5
+_COMPILED_REGION = "Torch-Compiled Region"  # the range Dynamo records around compiled code
+# ops Inductor calls as extern kernels rather than generating code for them
+_EXTERN_OPS = frozenset(
+    {
+        "aten::mm",
+        "aten::addmm",
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_flash_attention",
+    }
+)
 
 
 @dataclass
@@ -99,7 +114,14 @@ def into_compiled_code(
     """
     kernels = compiled_kernel_times(trace_path, sidecar)
     compiled_us = sum(kernel.us for kernel in kernels)
-    if compiled_us <= 0 or compiled_us < _COMPILED_SHARE * answer.self_ms * 1000:
+    if compiled_us <= 0:
+        return answer
+    if compiled_us < _COMPILED_SHARE * answer.self_ms * 1000:
+        # the session stops at the call: say why, and where the rest of the time is
+        extern, region_us = extern_kernel_times(trace_path)
+        whole = region_us or answer.self_ms * 1000 or 1.0
+        answer.compiled_kernels_share = min(1.0, compiled_us / whole)
+        answer.extern_kernels = extern
         return answer
     placed = [(kernel, _place(planner, kernel)) for kernel in kernels]
     found = [(kernel, place) for kernel, place in placed if place is not None]
@@ -131,6 +153,42 @@ def into_compiled_code(
     ][:1]
     answer.confidence = "tie" if answer.tied_with else answer.confidence
     return answer
+
+
+def extern_kernel_times(trace_path: str | Path) -> tuple[list[WorkTime], float]:
+    """The ops compiled code called instead of generating a kernel (Inductor's *extern
+    kernels*: ``mm``, ``addmm``, ``convolution``...) inside the compiled regions of the trace,
+    with their share of those regions' time; and that time (µs)."""
+    regions: dict[Any, list[tuple[float, float]]] = {}
+    ops: list[tuple[Any, float, float, str]] = []
+    try:
+        for event in TraceReader(trace_path):
+            if event.get("ph") != "X":
+                continue
+            name = str(event.get("name", ""))
+            thread = (event.get("pid"), event.get("tid"))
+            start = float(event.get("ts", 0))
+            duration = microseconds(event.get("dur", 0))
+            if name.startswith(_COMPILED_REGION):
+                regions.setdefault(thread, []).append((start, start + duration))
+            elif event.get("cat") == "cpu_op" and name in _EXTERN_OPS:
+                ops.append((thread, start, duration, name))
+    except TraceError:
+        return [], 0.0
+    found: dict[str, list[float]] = {}
+    covered_until: dict[Any, float] = {}
+    for thread, start, duration, name in sorted(ops, key=lambda op: op[1]):
+        if start < covered_until.get(thread, float("-inf")):
+            continue  # inside an extern op already counted (addmm calling mm)
+        if any(a <= start < b for a, b in regions.get(thread, [])):
+            found.setdefault(name, []).append(duration)
+            covered_until[thread] = start + duration
+    whole = sum(b - a for spans in regions.values() for a, b in spans)
+    ranked = sorted(found.items(), key=lambda item: -sum(item[1]))[:_TOP_KERNELS]
+    return [
+        WorkTime(name, sum(times) / 1000, len(times), min(1.0, sum(times) / whole) if whole else 0)
+        for name, times in ranked
+    ], whole
 
 
 def _origin_lines(stacks: list[Any], framework: tuple[str, ...]) -> list[tuple[str, int]]:
@@ -170,4 +228,9 @@ def _place(
     return file, (start, end), text, f"{Path(file).stem}:{scope.qualname}"
 
 
-__all__ = ["CompiledKernelTime", "compiled_kernel_times", "into_compiled_code"]
+__all__ = [
+    "CompiledKernelTime",
+    "compiled_kernel_times",
+    "extern_kernel_times",
+    "into_compiled_code",
+]

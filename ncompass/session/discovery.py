@@ -1,9 +1,10 @@
 """The discovery run: ``ncompass run`` with a stack sampler beside the profiler.
 
 ``python -m ncompass.session.discovery [--config SPEC] [--full-trace] -o DIR --trace-name NAME
-SCRIPT [ARGS]`` runs SCRIPT exactly as ``ncompass run`` does (same rewrites, same torch profiler,
-same sidecar), and writes the sampled Python stacks beside the trace (``NAME.stacks.json``), so
-one run shows the whole call tree, down to the line, whatever markers exist.
+[--force-overwrite] SCRIPT [ARGS]`` runs SCRIPT exactly as ``ncompass run`` does (same
+rewrites, same torch profiler, same sidecar), and writes the sampled Python stacks beside the
+trace (``NAME.stacks.json``), so one run shows the whole call tree, down to the line, whatever
+markers exist.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", action="append", default=[])
     parser.add_argument("--output-dir", "-o", required=True)
     parser.add_argument("--trace-name", required=True)
+    parser.add_argument("--force-overwrite", action="store_true")
     parser.add_argument("--full-trace", action="store_true")
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S)
     parser.add_argument("script")
@@ -45,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                 args=list(options.args),
                 output_dir=options.output_dir,
                 trace_name=options.trace_name,
+                force_overwrite=options.force_overwrite,
                 full_trace=options.full_trace,
             )
         )

@@ -23,6 +23,8 @@ from ncompass.session.proposal import Proposal
 from ncompass.session.sampler import StackSamples
 
 _SHOWN = 5
+# a folded helper is named when it held at least this share of the steady-state time
+_FOLDED_SHOWN = 0.05
 
 
 @dataclass
@@ -33,7 +35,8 @@ class Discovery:
     statements: list[HotStatement]
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready: setup apart, steady time, the hottest statements."""
+        """JSON-ready: setup apart, steady time, the hottest statements, and the helpers whose
+        time was credited to the statements calling them (``folded``)."""
         total = self.profile.total_us or 1.0
         return {
             "basis": "gpu" if self.profile.gpu else "cpu",
@@ -50,6 +53,24 @@ class Discovery:
                     "depth": len(s.path.frames),
                 }
                 for s in self.statements[:_SHOWN]
+            ],
+            "folded": [
+                {
+                    "function": f"{function.module}:{function.qualname}",
+                    "file": function.file,
+                    "ms": round(us / 1000, 3),
+                    "callers": len(
+                        {
+                            line
+                            for line, callees in self.profile.callees.items()
+                            if function in callees
+                        }
+                    ),
+                }
+                for function, us in sorted(self.profile.folded.items(), key=lambda i: -i[1])[
+                    :_SHOWN
+                ]
+                if us >= _FOLDED_SHOWN * (self.profile.steady_us or 1.0)
             ],
         }
 

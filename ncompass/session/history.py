@@ -60,6 +60,9 @@ class IterationRecord:
         discovery: What the discovery run saw: setup time apart, the hottest statements.
         answer: The statement that holds the time, as of this iteration
             (:class:`ncompass.session.answer.Answer` as a dict).
+        sites_ran: Per marker name placed at several sites (``self.c_attn`` called on two
+            lines), the first and last line of the site that ran, as the discovery run's
+            samples show it: the trace names both sites alike.
     """
 
     iteration: int
@@ -75,6 +78,7 @@ class IterationRecord:
     stacks_path: str | None = None
     discovery: dict[str, Any] | None = None
     answer: dict[str, Any] | None = None
+    sites_ran: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -92,6 +96,7 @@ class IterationRecord:
             "stacks_path": self.stacks_path,
             "discovery": self.discovery,
             "answer": self.answer,
+            "sites_ran": self.sites_ran,
         }
 
     @classmethod
@@ -111,6 +116,7 @@ class IterationRecord:
             stacks_path=data.get("stacks_path"),
             discovery=data.get("discovery"),
             answer=data.get("answer"),
+            sites_ran={k: list(v) for k, v in (data.get("sites_ran") or {}).items()},
         )
 
     def hottest(self, limit: int = 5) -> list[tuple[str, MarkerTime]]:

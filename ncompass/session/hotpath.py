@@ -46,6 +46,8 @@ class HotStatement:
         text: Its first line, stripped.
         time: Its time (lines of the statement summed).
         path: The heaviest path of frames down to it.
+        leaves: The sampled lines credited to it: its own lines, and lines where no statement
+            is (the ``def`` line of a function ``torch.compile`` compiled) that it called.
     """
 
     file: str
@@ -56,6 +58,7 @@ class HotStatement:
     text: str
     time: LineTime
     path: HotPath
+    leaves: list[CodeLine]
 
 
 def key_of(line: CodeLine) -> TargetKey:
@@ -74,6 +77,7 @@ def hot_statements(
     for line, time in profile.ranked()[:limit]:
         if profile.basis_us(time) <= 0:
             break
+        leaf = line
         located = statement_at(planner, line)
         path = profile.paths[line]
         while located is None and len(path.frames) > 1:
@@ -99,8 +103,10 @@ def hot_statements(
                 text,
                 LineTime(time.self_us, time.total_us, time.gpu_us, time.samples),
                 path,
+                [leaf],
             )
         else:
+            known.leaves.append(leaf)
             known.time.self_us += time.self_us
             known.time.total_us += time.total_us
             known.time.gpu_us += time.gpu_us
@@ -200,9 +206,9 @@ def answer_from_samples(
             "function": f"{statement.module}:{statement.qualname}",
         }
         thirds = [0.0, 0.0, 0.0]
-        for line, windows in profile.windows.items():
-            if line.file == statement.file and statement.start <= line.line <= statement.end:
-                thirds = [a + b for a, b in zip(thirds, windows, strict=True)]
+        for leaf in statement.leaves:
+            windows = profile.windows.get(leaf, [0.0, 0.0, 0.0])
+            thirds = [a + b for a, b in zip(thirds, windows, strict=True)]
         per_repeat[key] = thirds
     totals = [0.0, 0.0, 0.0]
     for windows in profile.windows.values():

@@ -11,6 +11,7 @@ and the user's own markers: a proposal that would cross one of them is dropped w
 from __future__ import annotations
 
 import ast
+import os
 import sys
 import warnings
 from collections.abc import Iterable, Mapping
@@ -57,6 +58,9 @@ class MarkerPlanner:
         # module name → its file, as recorded where the markers ran (the module may not be
         # importable here: a script's folder is on its own sys.path, not on ours)
         self.known_files: dict[str, str] = {}
+        # calling line (real file, line) → the functions a discovery run sampled under it:
+        # callees resolved only at run time (a dispatch dict), where static lookup fails
+        self.sampled_callees: dict[tuple[str, int], list[tuple[TargetKey, str]]] = {}
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -286,6 +290,18 @@ class MarkerPlanner:
             callee_key, qualname = target
             proposal.add(callee_key, "functions", {"qualname": qualname})
             found += 1
+        if unresolved:
+            sampled = self._sampled_callees(index, statements)
+            for callee_key, qualname in sampled:
+                proposal.add(callee_key, "functions", {"qualname": qualname})
+            if sampled:
+                found += len(sampled)
+                names = ", ".join(qualname for _, qualname in sampled)
+                line = statements[0].start if statements else 0
+                proposal.reasons.append(
+                    f"{key.label}:{line} calls {', '.join(sorted(set(unresolved)))}: the "
+                    f"discovery run sampled {names} under it"
+                )
         if not found:
             line = statements[0].start if statements else 0
             if unresolved:
@@ -298,6 +314,21 @@ class MarkerPlanner:
                 proposal.reasons.append(
                     f"{key.label}:{line} is a leaf: it makes no calls to follow"
                 )
+
+    def _sampled_callees(
+        self, index: StatementIndex, statements: list[Statement]
+    ) -> list[tuple[TargetKey, str]]:
+        """The functions a discovery run sampled under these statements' lines."""
+        if not self.sampled_callees or index.source.path is None:
+            return []
+        file = os.path.realpath(index.source.path)
+        found: list[tuple[TargetKey, str]] = []
+        for statement in statements:
+            for line in range(statement.start, statement.end + 1):
+                for callee in self.sampled_callees.get((file, line), []):
+                    if callee not in found:
+                        found.append(callee)
+        return found
 
     def _resolve_callee(
         self, key: TargetKey, index: StatementIndex, scope: Scope, callee: str
@@ -325,6 +356,9 @@ class MarkerPlanner:
             if scope.kind != "module"
             else f"{source.label}:{start} {snippet}"
         )
+        # a name the planner makes is never a template: the braces of a dict or set
+        # comprehension in the snippet are literal (doubled, the rewriter shows them single)
+        name = name.replace("{", "{{").replace("}", "}}")
         marker: dict[str, Any] = {
             "in": scope.qualname,
             "lines": [start, end],

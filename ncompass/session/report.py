@@ -12,6 +12,8 @@ from ncompass.importer.registry import MarkerRecord
 from ncompass.runtime.names import trace_safe_name
 from ncompass.session.answer import Answer
 from ncompass.session.history import IterationRecord, MarkerChange, MarkerTime, history_changes
+from ncompass.session.paths import shown_path
+from ncompass.session.sites import site_of
 
 # a statement below this share of the self time is not worth naming as "the slowest"
 _MIN_STATEMENT_SHARE = 0.05
@@ -27,18 +29,8 @@ def _label(marker: str) -> str:
 
 
 def _site(record: IterationRecord, marker: str) -> MarkerRecord | None:
-    for site in record.manifest:
-        if trace_safe_name(str(site.get("name"))) == marker:
-            return site
-    return None
-
-
-def _shown_path(place: str) -> str:
-    """A file relative to the working folder when it is inside it (shorter to read)."""
-    try:
-        return str(Path(place).resolve().relative_to(Path.cwd()))
-    except (ValueError, OSError):
-        return place
+    sites = [site for site in record.manifest if trace_safe_name(str(site.get("name"))) == marker]
+    return site_of(sites, str(sites[0].get("name")), record) if sites else None
 
 
 def where(record: IterationRecord, marker: str) -> str:
@@ -49,7 +41,7 @@ def where(record: IterationRecord, marker: str) -> str:
         return "the whole run" if marker == FULL_TRACE_MARKER else "unknown source"
     start, end = site.get("start_line"), site.get("end_line")
     lines = f"line {start}" if start == end else f"lines {start}-{end}"
-    place = f"{lines} of {_shown_path(str(site.get('file') or site.get('module')))}"
+    place = f"{lines} of {shown_path(str(site.get('file') or site.get('module')))}"
     owner = f"{site.get('module')}:{site.get('qualname')}"
     return place if marker == owner else f"in {owner}, {place}"
 
@@ -81,19 +73,46 @@ def iteration_report(record: IterationRecord, top: int = 5) -> str:
     hottest = record.hottest(1)
     if hottest:
         lines.append(f"  hottest: {_hottest_text(record, hottest[0][0])}")
+    answer = Answer.from_dict(record.answer) if record.answer is not None else None
     statement = hottest_statement(record)
     if statement is not None and hottest and statement[0] != hottest[0][0]:
         name, time = statement
-        lines.append(
-            f"  slowest statement: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} self"
-        )
+        text = f"  slowest statement: {name} — {where(record, name)}, {_ms(time.cpu_self_us)} self"
+        differs = _why_answer_differs(record, name, answer)
+        lines.append(text + (f"; the answer below differs: {differs}" if differs else ""))
     lines.extend(discovery_lines(record))
-    if record.answer is not None:
-        answer = Answer.from_dict(record.answer)
+    if answer is not None:
         lines.append(f"  answer ({answer.measured_by}): {answer.describe()}")
     if record.note:
         lines.append(f"  note: {record.note}")
     return "\n".join(lines)
+
+
+def _why_answer_differs(record: IterationRecord, marker: str, answer: Answer | None) -> str:
+    """Why the answer is not the statement marker with the most self time ("" when it is)."""
+    site = _site(record, marker)
+    if answer is None or site is None:
+        return ""
+    same_file = (
+        str(site.get("file") or "")
+        and Path(str(site.get("file"))).resolve() == Path(answer.file).resolve()
+    )
+    lines = (int(site.get("start_line", 0)), int(site.get("end_line", 0)))
+    if answer.compiled_from is not None:
+        return "it is inside the code torch.compile compiled, which markers do not see into"
+    if same_file and lines == tuple(answer.lines):
+        return ""
+    if answer.measured_by == "samples":
+        return (
+            "it is the stack sampler's estimate of where the time is, down to the line; this "
+            "line ranks the markers of this run by their own CPU time"
+        )
+    if answer.basis == "gpu":
+        return "it ranks statements by the GPU time they launched, this line by CPU time"
+    return (
+        "it ranks the steady state (the first repeated call is a warm-up, a call over three "
+        "times its statement's median counts as three medians), this line the whole run"
+    )
 
 
 def _hottest_text(record: IterationRecord, marker: str) -> str:
@@ -117,7 +136,12 @@ def discovery_lines(record: IterationRecord, top: int = 3) -> list[str]:
         where_ = f"line {start}" if start == end else f"lines {start}-{end}"
         lines.append(
             f"  {100 * hot['share']:5.1f}%  {hot['ms']:>9.2f} ms  {hot['statement'][:60]} "
-            f"({hot['function']}, {where_} of {_shown_path(hot['file'])}, depth {hot['depth']})"
+            f"({hot['function']}, {where_} of {shown_path(hot['file'])}, depth {hot['depth']})"
+        )
+    for helper in found.get("folded", []):
+        lines.append(
+            f"  folded: {helper['function']} ({helper['ms']:.0f} ms) is called from "
+            f"{helper['callers']} statements: its time is credited to the statement calling it"
         )
     return lines
 
@@ -128,7 +152,7 @@ def answer_report(answer: Answer) -> str:
     for contender in answer.tied_with:
         lines.append(
             f"  tied with: {contender.statement} — {contender.function}, lines "
-            f"{contender.lines[0]}-{contender.lines[1]} of {_shown_path(contender.file)}, "
+            f"{contender.lines[0]}-{contender.lines[1]} of {shown_path(contender.file)}, "
             f"{contender.self_ms:.2f} ms ({100 * contender.share:.0f}%)"
         )
     for kind, work in (("op", answer.ops), ("kernel", answer.kernels)):

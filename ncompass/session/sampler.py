@@ -8,7 +8,9 @@ Each sample is weighted by the time since the previous one, so a late sample sti
 the time it covers: the process's CPU time, capped at the wall time, so a stretch where the
 machine ran someone else's work (a loaded machine preempts the process) does not count for the
 line that happened to be running, nor does a ``sleep``. Timestamps are Unix microseconds, the
-clock Kineto traces use (``ts`` plus ``baseTimeNanoseconds``).
+clock Kineto traces use (``ts`` plus ``baseTimeNanoseconds``). A stack read while the watched
+thread moved on (the sampler lost the GIL half-way through reading it) is dropped: its frames
+would be of two moments.
 """
 
 from __future__ import annotations
@@ -137,10 +139,19 @@ class StackSampler:
         while not self._stop.wait(interval):
             frame = sys._current_frames().get(self.thread_id)
             now, cpu = time.time(), time.process_time()
-            if frame is not None:
-                self.samples.stacks.append(self._stack(frame))
-                self.samples.times_us.append(now * 1e6)
-                self.samples.weights_us.append(min(now - last, cpu - last_cpu) * 1e6)
+            if frame is None:
+                last, last_cpu = now, cpu
+                continue
+            line = frame.f_lineno
+            stack = self._stack(frame)
+            if sys._current_frames().get(self.thread_id) is not frame or frame.f_lineno != line:
+                # The watched thread ran while the stack was read (this thread lost the GIL
+                # half-way, as it can on a loaded machine): the frames read are of two moments
+                # and may show a call that never happened. The next sample takes the time.
+                continue
+            self.samples.stacks.append(stack)
+            self.samples.times_us.append(now * 1e6)
+            self.samples.weights_us.append(min(now - last, cpu - last_cpu) * 1e6)
             last, last_cpu = now, cpu
 
     def _stack(self, frame: FrameType | None) -> list[int]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -23,7 +24,12 @@ from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.run_options import run_command
 from ncompass.capture.sidecar import Sidecar, read_sidecar
-from ncompass.capture.trace_files import claim_trace_path, safe_name
+from ncompass.capture.trace_files import (
+    TraceExistsError,
+    claim_trace_path,
+    release_claim,
+    safe_name,
+)
 from ncompass.errors import TraceError
 from ncompass.importer.hook import (
     active_config,
@@ -32,15 +38,18 @@ from ncompass.importer.hook import (
 )
 from ncompass.importer.registry import MarkerRecord
 from ncompass.overwrite_guard import same_file
+from ncompass.session import lock
 from ncompass.session.answer import Answer
 from ncompass.session.compiled import into_compiled_code
 from ncompass.session.findings import (
+    Discovery,
     discovery_answer,
     hot_path_proposal,
     measured_answer,
     read_discovery,
 )
 from ncompass.session.history import IterationRecord, MarkerTime
+from ncompass.session.hotpath import key_of
 from ncompass.session.planner import MarkerPlanner
 from ncompass.session.proposal import (
     EntryPoint,
@@ -50,9 +59,13 @@ from ncompass.session.proposal import (
     extend_config,
 )
 from ncompass.session.sampler import stacks_path
+from ncompass.session.sites import sites_ran
 from ncompass.session.store import SessionError, SessionStore
 from ncompass.session.summaries import SummaryCache
-from ncompass.spec.models import RewriteConfig
+from ncompass.spec.models import MODULE_LEVEL, RewriteConfig
+
+if TYPE_CHECKING:
+    from ncompass.capture.triggers import RecordingWindowOptions
 
 MAX_FEEDBACK_CHARS = 10_000
 """Longest feedback text a session accepts (a question, not a document)."""
@@ -88,6 +101,14 @@ class ProfilingSession:
         config: The spec to start from (default: none, i.e. a full trace).
         include_setup: Let time spent once (imports, model construction, compilation) be the
             answer; by default it is reported apart.
+        read_only: Only read the session (history, summaries): no lock is taken, and anything
+            that would write raises :class:`SessionError`.
+
+    A session that may write holds its folder's lock (:mod:`ncompass.session.lock`) until
+    :meth:`close` or until it is collected: another process opening it to write is refused.
+
+    Raises:
+        SessionBusyError: Another process is writing this session.
     """
 
     def __init__(
@@ -98,12 +119,18 @@ class ProfilingSession:
         base_url: str | None = None,
         config: RewriteConfig | dict[str, Any] | str | None = None,
         include_setup: bool = False,
+        read_only: bool = False,
     ) -> None:
         self.trace_output_dir = Path(trace_output_dir)
         self.session_name = session_name or "default"
         self.store = SessionStore(
             self.trace_output_dir, self.session_name, Path(cache_dir) if cache_dir else None
         )
+        self.read_only = read_only
+        self._unlock: weakref.finalize | None = None  # type: ignore[type-arg]
+        if not read_only:  # taken before the state is read: no other writer can change it
+            held = lock.acquire(self.store.root, self.session_name)
+            self._unlock = weakref.finalize(self, lock.release, held)
         self.provider: AnalysisProvider = make_provider(base_url)
         self.summaries = SummaryCache(self.store.cache_dir)
         state = self.store.load_state()
@@ -116,6 +143,8 @@ class ProfilingSession:
         self._entry: EntryPoint | None = None
         self.last_run_output = ""
         self.last_run_errors = ""
+        self.recording_window: RecordingWindowOptions | None = None
+        """When set, each run records only this window (``session run --window``)."""
         self.last_proposal: Proposal | None = None
         self.include_setup = include_setup
         self._script: str | None = None
@@ -141,12 +170,7 @@ class ProfilingSession:
         Returns:
             The path of the trace (the filtered one when ``filter_trace``).
         """
-        iteration = self._next_iteration()
-        name = f"{self.session_name}-i{iteration:03d}"
-        if trace_name_suffix:
-            name += f"-{safe_name(trace_name_suffix)}"
-        self.trace_output_dir.mkdir(parents=True, exist_ok=True)
-        trace_path = claim_trace_path(self.trace_output_dir, name)
+        iteration, trace_path = self._claim_iteration(trace_name_suffix)
         _apply_spec(self.config)
         before = _trace_files(self.trace_output_dir)
         started = time.time()
@@ -162,7 +186,8 @@ class ProfilingSession:
             ) as run:
                 user_code()
         except BaseException as raised:  # recorded with the iteration, then re-raised
-            if run is None:  # the profiler did not start
+            if run is None:  # the profiler did not start: nothing was written
+                release_claim(trace_path)
                 raise
             error = raised
         written, manifest = run.written, run.markers
@@ -210,35 +235,53 @@ class ProfilingSession:
         Raises:
             SessionError: the run wrote no trace (the message includes the run's last output).
         """
+        self.check_script(script)  # before a name is claimed: a refused run leaves nothing
+        iteration, trace_path = self._claim_iteration(trace_name_suffix)
+        try:
+            return self._run_script(iteration, trace_path, script, args, profiler, discovery)
+        except BaseException:
+            release_claim(trace_path)  # the run wrote no trace: its name is free again
+            raise
+
+    def _run_script(
+        self,
+        iteration: int,
+        trace_path: Path,
+        script: str,
+        args: list[str] | None,
+        profiler: str,
+        discovery: bool | None,
+    ) -> str:
+        """:meth:`run_script` once the iteration's trace name is claimed."""
         import subprocess
         import sys
 
         from ncompass.capture.trace_files import sidecar_path
 
-        iteration = self._next_iteration()
-        name = f"{self.session_name}-i{iteration:03d}"
-        if trace_name_suffix:
-            name += f"-{safe_name(trace_name_suffix)}"
         folder = str(Path(script).resolve().parent)
         if folder not in sys.path:  # as the script sees it: its modules are found for planning
             sys.path.insert(0, folder)
         if self.config_version == 0:  # the starting spec is kept as a version too
             self.config_version, _ = self.store.write_version(self.config)
-        discover = (not self._predicted) if discovery is None else discovery
-        discovery_run = discover and profiler == "torch"
+        windows = self.recording_window  # the same steps measured every run, markers only
+        discovery_run = windows is None and self.next_run_kind(discovery, profiler) == "discovery"
         command = run_command(
             [str(self._spec_file())],
             output_dir=self.trace_output_dir,
-            trace_name=name,
+            trace_name=trace_path.name.removesuffix(".json"),
             script=script,
             args=args or [],
             profiler=None if discovery_run else profiler,
             full_trace=self.config.full_trace_mode,
             entry="ncompass.session.discovery" if discovery_run else "ncompass run",
+            options=["--force-overwrite"],  # the empty file this session claimed for it
+            recording_windows=windows,
         )
         done = subprocess.run(command, capture_output=True, text=True, check=False)
-        trace_path = self.trace_output_dir / f"{name}.json"
-        if not trace_path.exists():
+        if windows is not None:  # the run wrote its window's trace beside the claimed name
+            release_claim(trace_path)
+            trace_path = trace_path.with_name(f"{trace_path.stem}-w1.json")
+        if not trace_path.is_file() or trace_path.stat().st_size == 0:
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
             raise SessionError(
                 f"`{' '.join(command)}` wrote no trace (exit {done.returncode}):\n{tail}"
@@ -256,11 +299,39 @@ class ProfilingSession:
         self._conclude(record)
         return str(trace_path)
 
+    def check_script(self, script: str) -> None:
+        """Refuse a script other than the one this session ran: their markers would mix.
+
+        Raises:
+            SessionError: the session ran another script.
+        """
+        resolved = str(Path(script).resolve())
+        if self._script is not None and self._script != resolved:
+            raise SessionError(
+                f"session {self.session_name!r} ({self.store.root}) profiles {self._script}, "
+                f"not {resolved}: its markers would mix with this script's; give this script "
+                "a session of its own (--name NAME), or remove that folder to start over"
+            )
+
+    def next_run_kind(self, discovery: bool | None = None, profiler: str = "torch") -> str:
+        """What :meth:`run_script` runs next: ``discovery`` (profiler and stack sampler) or
+        ``markers`` (the markers of the current spec only)."""
+        discover = (not self._predicted) if discovery is None else discovery
+        return "discovery" if discover and profiler == "torch" else "markers"
+
+    def marker_count(self) -> int:
+        """Markers of the current spec (the whole-run range counts as one)."""
+        count = sum(len(t.functions) + len(t.ranges) + len(t.calls) for t in self.config.targets)
+        return count + (1 if self.config.full_trace_mode else 0)
+
     def _conclude(self, record: IterationRecord) -> None:
         """The iteration's answer: the discovery run's estimate, or the markers' measurement."""
         assert self._script is not None
         planner = MarkerPlanner(self.config, self._entry)
         found = read_discovery(record, self._script, planner, self.include_setup)
+        sampled = found or self._latest_discovery(planner)
+        if sampled is not None:
+            record.sites_ran = sites_ran(record.manifest, sampled.profile.sampled_lines())
         answer: Answer | None
         if found is not None:
             record.discovery = found.summary()
@@ -334,7 +405,8 @@ class ProfilingSession:
             for record in self.iterations:
                 if Path(record.trace_path) == path:
                     record.summary_path = str(entry)
-            self._save()
+            if not self.read_only:  # the cache has the entry; the state only points to it
+                self._save()
         return summary
 
     def compare(self, iteration_a: int, iteration_b: int) -> Comparison:
@@ -460,6 +532,7 @@ class ProfilingSession:
             if proposal.empty:
                 proposal = self._hot_path_proposal(last, planner)
             if proposal.empty:
+                self._sampled_callees(planner)
                 own = planner.drill(last)
                 own.dropped[:0] = proposal.dropped
                 proposal = own
@@ -527,6 +600,33 @@ class ProfilingSession:
             ]
         return proposal
 
+    def _sampled_callees(self, planner: MarkerPlanner) -> None:
+        """What the last discovery run sampled under each calling line, for the planner to
+        follow calls it cannot resolve from the source (``attention_interface = FUNCS[impl]``)."""
+        found = self._latest_discovery(planner)
+        if found is None:
+            return
+        for caller, callees in found.profile.callees.items():
+            ranked = sorted(callees.items(), key=lambda item: -item[1])
+            planner.sampled_callees[caller] = [
+                (key_of(callee), callee.qualname)
+                for callee, _ in ranked
+                if callee.qualname != MODULE_LEVEL
+            ]
+            for callee, _ in ranked:
+                if callee.module:
+                    planner.known_files.setdefault(callee.module, callee.file)
+
+    def _latest_discovery(self, planner: MarkerPlanner) -> Discovery | None:
+        """The call tree of this session's last discovery run (None: there was none)."""
+        if self._script is None:
+            return None
+        for record in reversed(self.iterations):
+            found = read_discovery(record, self._script, planner, self.include_setup)
+            if found is not None:
+                return found
+        return None
+
     def _provider_proposal(
         self, planner: MarkerPlanner, feedback: dict[str, Any] | None, labels: list[str]
     ) -> Proposal:
@@ -558,6 +658,29 @@ class ProfilingSession:
 
     def _next_iteration(self) -> int:
         return max((r.iteration for r in self.iterations), default=0) + 1
+
+    def _claim_iteration(self, suffix: str | None) -> tuple[int, Path]:
+        """The next iteration and its trace, claimed (created empty) under its own name.
+
+        A trace of that name that the state does not know (``session.json`` was moved aside,
+        or a run of it was stopped) is never overwritten: the number moves past it.
+        """
+        if self.read_only:
+            raise SessionError(f"session {self.session_name!r} was opened read-only")
+        iteration = self._next_iteration()
+        while True:
+            name = f"{self.session_name}-i{iteration:03d}"
+            if suffix:
+                name += f"-{safe_name(suffix)}"
+            try:
+                return iteration, claim_trace_path(self.trace_output_dir, name, exact=True)
+            except TraceExistsError:
+                iteration += 1
+
+    def close(self) -> None:
+        """Give back the session's lock (another process may then write it)."""
+        if self._unlock is not None:
+            self._unlock()
 
     def _last_trace_path(self) -> str | None:
         return self.iterations[-1].trace_path if self.iterations else None
@@ -598,6 +721,8 @@ class ProfilingSession:
         self._script = state.get("script")
 
     def _save(self) -> None:
+        if self.read_only:
+            raise SessionError(f"session {self.session_name!r} was opened read-only")
         self.store.save_state(
             self.iterations,
             {

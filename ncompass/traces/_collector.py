@@ -12,6 +12,7 @@ import json
 import math
 import operator
 import re
+import warnings
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -28,9 +29,10 @@ from ncompass.traces.events import (
     Event,
     KernelClass,
     classify_gpu_event,
-    microseconds,
 )
-from ncompass.traces.reader import TraceValueError
+from ncompass.traces.identity import TraceIdentity, trace_identity
+from ncompass.traces.reader import EventsLeftOutWarning, TraceValueError, ordinal
+from ncompass.warning_location import stacklevel_outside
 
 try:
     from ncompass.traces import _fold
@@ -58,10 +60,50 @@ _KERNEL_CLASS_CODES = {kernel_class: code for code, kernel_class in enumerate(KE
 _COLUMN_LIMIT = 2**63
 """A correlation id or byte count from here on does not fit its 64-bit column: it is refused,
 written as an integer or not (a JSON decoder reads an integer beyond 64 bits as a float)."""
-_VALUE_ERRORS = (TypeError, OverflowError)
+_INFINITY = math.inf
+
+
+class _UnusableTime(ValueError):
+    """A ``ts`` or ``dur`` that is no time: not a number (nor a quoted one), NaN or infinite."""
+
+
+_VALUE_ERRORS = (TypeError, OverflowError, _UnusableTime)
 """What folding a value of the wrong type or range raises (a list where a pid belongs cannot be
-a key; an integer too large for a column, or for a float): made a TraceValueError that names the
-event. The C fold leaves every such value to the Python fold, so this is the one place."""
+a key; an integer too large for a column, or for a float; a time that is NaN or not a number):
+made a TraceValueError that names the event. The C fold leaves every such value (and every
+negative duration) to the Python fold, so this is the one place."""
+
+
+def _duration_value(value: object) -> float:
+    """A ``dur`` as :func:`_time_value` reads it, an int or a float kept as the trace wrote it
+    (an operator's maximum keeps its type)."""
+    if (type(value) is int or type(value) is float) and -_INFINITY < value < _INFINITY:
+        return value  # type: ignore[return-value]
+    return _time_value(value)
+
+
+def _time_value(value: object) -> float:
+    """A ``ts`` or ``dur`` as a float in microseconds: a number or a quoted one (0.0 when the
+    field is missing or null, as before).
+
+    Raises:
+        _UnusableTime: Not a number, NaN or infinite (1e309 reads as infinite).
+        OverflowError: An integer too large for a float.
+    """
+    if value is None:
+        return 0.0
+    if type(value) is int or type(value) is float:
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            raise _UnusableTime(value) from None
+    else:
+        raise _UnusableTime(value)
+    if not -_INFINITY < number < _INFINITY:
+        raise _UnusableTime(value)
+    return number
 
 
 def encloses(outer_start: float, outer_end: float, start: float, end: float) -> bool:
@@ -183,11 +225,14 @@ class LinkedTrace:
     event_counts: dict[str, int] = field(default_factory=dict)
 
     @property
+    def identity(self) -> TraceIdentity:
+        """Who recorded the trace: its rank, process and role (see :func:`trace_identity`)."""
+        return trace_identity(self.metadata)
+
+    @property
     def rank(self) -> int | None:
-        """``distributedInfo.rank`` when the trace has one."""
-        info = self.metadata.get("distributedInfo")
-        rank = info.get("rank") if isinstance(info, dict) else None
-        return rank if isinstance(rank, int) else None
+        """The rank the trace names (``ncompass_process.rank``, else ``distributedInfo.rank``)."""
+        return self.identity.rank
 
     def marker_of_gpu_event(self, index: int) -> int:
         """Index of the marker whose range launched GPU event ``index``, or :data:`NO_LINK`."""
@@ -229,6 +274,8 @@ class Collector:
             trace.origin_us = origin
         self._overlap_of: dict[tuple[Any, Any], tuple[Any, Any]] = {}
         self._range_begin: Event | None = None  # the begin event of the range ended last
+        self._left_out = 0  # events with a negative duration (old Kineto wrote some)
+        self._first_left_out = ""  # the first of them, as the warning names it
         self._folder: Any = None
         if _fold is not None and link_event_type is not None:
             self._folder = _fold.Folder(
@@ -279,6 +326,8 @@ class Collector:
                             and category in _INLINE_CATEGORIES
                             and (type(length) is float or type(length) is int)
                             and (type(timestamp) is float or type(timestamp) is int)
+                            and 0 <= length < _INFINITY
+                            and -_INFINITY < timestamp < _INFINITY
                             and origin is not None
                             and type(name := event.name) is str
                         ):
@@ -311,8 +360,10 @@ class Collector:
                             elif type(correlation) is float and correlation >= _COLUMN_LIMIT:
                                 raise OverflowError("a correlation id beyond 64 bits")
                             continue
-                        if type(length) is not float and type(length) is not int:
-                            length = microseconds(length)
+                        length = _duration_value(length)
+                        if length < 0:
+                            self._leave_out(event, sum(counts.values()), timestamp)
+                            continue
                         args = event.args
                         complete(
                             timestamp, category, event.name, event.pid, event.tid, args, length
@@ -326,10 +377,11 @@ class Collector:
                 phase = event.get("ph")
                 counts[phase if isinstance(phase, str) else "?"] += 1
                 if phase == "X":
-                    length = event.get("dur")
-                    if type(length) is not float and type(length) is not int:
-                        length = microseconds(length)
-                    self._complete_event(event, length)
+                    length = _duration_value(event.get("dur"))
+                    if length < 0:
+                        self._leave_out(event, sum(counts.values()), event.get("ts"))
+                    else:
+                        self._complete_event(event, length)
                 elif phase == "B":
                     self._open_ranges[(event.get("pid"), event.get("tid"))].append(event)
                 elif phase == "E":
@@ -340,6 +392,22 @@ class Collector:
         except _VALUE_ERRORS as error:
             # a value of the wrong type or range: name the event (counted as it was read)
             raise self._refusal(event, sum(counts.values()), error) from error
+
+    def _leave_out(self, event: Any, position: int, timestamp: object) -> None:
+        """Leave out an event whose duration is negative (its ``timestamp``, when it has one of
+        its own, must still be a time); :meth:`finish` warns once, naming the first."""
+        event = event if type(event) is dict else as_event(event)
+        _time_value(timestamp)  # a ts that is no time is refused, as in any other event
+        self._left_out += 1
+        if self._left_out == 1:
+            ends = "ends before the range it ends began" if event.get("ph") == "E" else ""
+            what = ends or f"has a dur of {_shown(event.get('dur'))}"
+            self._first_left_out = f"the {ordinal(position)} event ({_label(event)}) {what}"
+
+    @property
+    def left_out(self) -> int:
+        """How many events were left out for a negative duration."""
+        return self._left_out
 
     @property
     def origin(self) -> float | None:
@@ -407,6 +475,11 @@ class Collector:
                 except _VALUE_ERRORS as error:
                     raise self._refusal(event, None, error) from error
         self.trace.event_counts = {str(phase): count for phase, count in self._counts.items()}
+        if self._left_out:
+            warnings.warn(
+                EventsLeftOutWarning(self.trace.path, self._left_out, self._first_left_out),
+                stacklevel=stacklevel_outside("ncompass"),  # the user's line that read the trace
+            )
         for phase in self.trace.compile_phases.values():
             del phase.durations[:]  # kept only to merge the parts of a split trace
         self._fold_overlap_tracks()
@@ -439,7 +512,11 @@ class Collector:
             begin_args = begin.get("args")
             begin_args = begin_args if isinstance(begin_args, dict) else {}
             begin = {**begin, "args": {**begin_args, **end_args}}
-        self._complete_event(begin, self._relative(end_event.get("ts")) - start)
+        duration = self._relative(end_event.get("ts")) - start
+        if duration < 0:  # it ends before it begins
+            self._leave_out(end_event, sum(self._counts.values()), None)
+            return
+        self._complete_event(begin, duration)
 
     def _complete_event(self, event: Event, duration: float) -> None:
         args = event.get("args")
@@ -465,7 +542,11 @@ class Collector:
     ) -> None:
         """Fold in one complete range; ``args`` is a dict, a ``LinkArgs`` struct or None."""
         trace = self.trace
-        if (type(timestamp) is float or type(timestamp) is int) and self._origin is not None:
+        if (
+            (type(timestamp) is float or type(timestamp) is int)
+            and self._origin is not None
+            and -_INFINITY < timestamp < _INFINITY
+        ):
             start = timestamp - self._origin
         else:
             start = self._relative(timestamp)
@@ -538,7 +619,7 @@ class Collector:
         return TraceValueError(self.trace.path, position, label, detail)
 
     def _relative(self, timestamp: object) -> float:
-        value = microseconds(timestamp)
+        value = _time_value(timestamp)
         if self._origin is None:
             self._origin = self.trace.origin_us = value
         return value - self._origin
@@ -653,8 +734,14 @@ def _what_is_wrong(event: Event) -> str | None:
         return f"has a name that is {_kind_of(name)}, not a string"
     for key in ("ts", "dur"):
         value = event.get(key)
-        if isinstance(value, int) and not _fits_a_float(value):
+        if isinstance(value, int) and not isinstance(value, bool) and not _fits_a_float(value):
             return f"has a {key} of {_shown(value)}, too large for a time in microseconds"
+        try:
+            _time_value(value)
+        except _UnusableTime:
+            return f"has a {key} of {_shown(value)}, which is not {_no_time(value)}"
+        except OverflowError:
+            pass
     args = event.get("args")
     if not isinstance(args, dict):
         return None
@@ -666,6 +753,17 @@ def _what_is_wrong(event: Event) -> str | None:
     if isinstance(own, (list, dict)):
         return f"has args.{OVERLAP_OF_KEY} that is {_kind_of(own)}, not a thread id"
     return None
+
+
+def _no_time(value: object) -> str:
+    """What a ``ts`` or ``dur`` that :func:`_time_value` refuses is not."""
+    if isinstance(value, bool):
+        return "a number"
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "a number"
+    return "a finite number"
 
 
 def _label(event: Event) -> str:
@@ -692,7 +790,8 @@ def _fits_a_float(value: int) -> bool:
 
 def _shown(value: object) -> str:
     """A value as a refusal shows it (strings quoted as in JSON), long ones shortened."""
-    text = json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
+    shown_as_json = isinstance(value, (str, float, bool)) or value is None  # NaN, true, null
+    text = json.dumps(value, ensure_ascii=False) if shown_as_json else repr(value)
     if len(text) <= 40:
         return text
     unit = "characters" if isinstance(value, str) else "digits" if isinstance(value, int) else ""

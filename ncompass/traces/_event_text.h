@@ -12,6 +12,8 @@
  * decoder refusing the other events): the caller then decodes the whole text the general way.
  * So a record exists only where the struct fold would have read the same values.
  */
+#include <math.h>
+
 #include "_json_text.h"
 
 enum { R_PYTHON, R_COUNT, R_COMPLETE }; /* what the fold does with a record */
@@ -251,6 +253,12 @@ static int plain_value(const Value *value, double *number, int *is_int) {
     return 1;
 }
 
+/* Times the C fold takes: finite, and a duration not negative (Python refuses NaN and
+ * infinity, and leaves out a negative duration with a warning). */
+static int usable_times(double timestamp, double duration) {
+    return isfinite(timestamp) && isfinite(duration) && duration >= 0;
+}
+
 /* A pid or tid the record can name: a plain string, an int64, or absent. */
 static int plain_thread_part(const Value *value) {
     long long integer;
@@ -274,7 +282,8 @@ static void classify(Record *record, const unsigned char *base, const Value *fie
     int kind = kind_of_text(base, fields[F_TEXT_CAT].span), duration_is_int, timestamp_is_int;
     if (kind == KIND_OTHER ||
         !plain_value(&fields[F_TEXT_TS], &record->timestamp, &timestamp_is_int) ||
-        !plain_value(&fields[F_TEXT_DUR], &record->duration, &duration_is_int))
+        !plain_value(&fields[F_TEXT_DUR], &record->duration, &duration_is_int) ||
+        !usable_times(record->timestamp, record->duration))
         return;
     if ((kind == KIND_GPU || kind == KIND_RUNTIME) &&
         (!plain_thread_part(&fields[F_TEXT_PID]) || !plain_thread_part(&fields[F_TEXT_TID])))

@@ -105,6 +105,9 @@ typedef struct {
 /* A phase counted by events of text, and how many since the last flush. */
 #define PHASE_SLOTS 8
 #define THREAD_CACHE 8 /* (pid, tid) tokens -> thread index, most recent first */
+/* Past this many tokens the table is emptied after a batch: a trace whose names are all
+ * distinct (a kernel name per launch) would otherwise keep a second copy of every name here. */
+#define TOKEN_LIMIT (1 << 15)
 typedef struct {
     PyObject *phase;
     long long pending;
@@ -588,7 +591,7 @@ static int fold_event(Folder *self, PyObject *event) {
     int kind = kind_of(category);
     double timestamp, length;
     if (kind == KIND_OTHER || !plain_number(field(event, at[F_TS]), &timestamp) ||
-        !plain_number(field(event, at[F_DUR]), &length))
+        !plain_number(field(event, at[F_DUR]), &length) || !usable_times(timestamp, length))
         return 0;
     PyObject *args = field(event, at[F_ARGS]);
     if (args != Py_None && Py_TYPE(args) != self->args_type) return 0;
@@ -663,7 +666,10 @@ static Token *token_of(Folder *self, const char *key, Py_ssize_t length) {
     PyObject *value;
     if (key[0] == '"') {
         value = PyUnicode_DecodeUTF8(key + 1, length - 2, NULL);
-        if (value != NULL) PyUnicode_InternInPlace(&value);
+        /* short strings (phases, categories, most names) are interned; long ones (kernel
+         * names, distinct in some traces) not: the interpreter's table would keep an entry
+         * for each */
+        if (value != NULL && length <= 66) PyUnicode_InternInPlace(&value);
     } else {
         Cursor cursor = {(const unsigned char *)key, (const unsigned char *)key + length};
         Number number;
@@ -697,6 +703,14 @@ static void clear_tokens(TokenTable *table) {
     PyMem_Free(table->slots);
     table->slots = NULL;
     table->capacity = table->count = 0;
+}
+
+/* Empty the token table, and what points into it (between batches: nothing is being folded). */
+static void forget_tokens(Folder *self) {
+    clear_tokens(&self->tokens);
+    self->phase_slots = 0; /* their phases were tokens; the counts are flushed */
+    for (int index = 0; index < THREAD_CACHE; index++)
+        self->thread_pids[index] = self->thread_tids[index] = NULL;
 }
 
 /* The value of a span of the text: None when absent. Borrowed, or NULL with an error. */
@@ -840,6 +854,7 @@ static PyObject *Folder_fold(Folder *self, PyObject *events) {
         if (folded < 0) goto done;
     }
     if (fold_in_python(self, pending) < 0 || flush(self) < 0) goto done;
+    if (self->tokens.count > TOKEN_LIMIT) forget_tokens(self);
     result = Py_NewRef(Py_None);
 done:
     self->folding = 0;

@@ -7,6 +7,11 @@ nested value or a string) the slice is unbalanced JSON and orjson rejects it, so
 decode proves the cut. Wrong guesses are rare in real traces; after a few the scanner switches,
 for that buffer, to an exact tokenizer that tracks string and bracket depth. Errors carry the byte
 offset into the (decompressed) JSON text.
+
+Time and memory stay linear in the longest value: the text is kept in a ``bytearray`` (appending
+a chunk and dropping what was consumed cost the chunk, not the buffer), and an event still
+unfinished after a chunk's worth of text is an *open event*: each new chunk is only scanned on
+(string and bracket state carried over) until the event ends, then that event is decoded once.
 """
 
 from __future__ import annotations
@@ -29,9 +34,12 @@ _WHITESPACE = re.compile(rb"[ \t\r\n]*")
 _SEPARATORS = re.compile(r"[ \t\r\n,]*")
 # A string (possibly cut off by the end of the buffer, even right after a backslash) or one
 # structural character. Every '"' must start a match, or finditer would skip it and read the
-# string's contents as structure.
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|[{}\[\]]', re.DOTALL)
+# string's contents as structure. Runs of plain characters are one step each ("unrolled"), not
+# one step a character (which took ~120 bytes of the regex engine's memory per character).
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[{}\[\]]', re.DOTALL)
 _TRACE_EVENTS_KEY = b'"traceEvents"'
+# What the open-event scan stops at outside a string: a string or a bracket.
+_STRUCTURE_STOP = re.compile(rb'["{}\[\]]')
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 # How many wrong guesses per buffer before the exact tokenizer takes over.
@@ -40,6 +48,9 @@ _MAX_GUESSES = 3
 _MAX_HEADER_BYTES = 256 << 20
 # One event larger than this is refused (the largest real ones, with stacks, are a few KiB).
 MAX_EVENT_BYTES = 256 << 20
+# Unfinished event text beyond this is scanned on as an open event, each chunk once, instead of
+# being cut again from its start on every chunk (which is quadratic in the event's length).
+OPEN_EVENT_BYTES = 4 << 10
 # Unfinished event text beyond this is checked for a syntax error (a stray or missing quote
 # turns the rest of the file into one "event"), so a damaged file fails fast and small.
 _LARGE_EVENT_BYTES = 4 << 20
@@ -106,7 +117,7 @@ class EventScanner:
     def __init__(self, fast_decode: Callable[[bytes], list[Any] | None] | None = None) -> None:
         self.metadata: dict[str, Any] = {}
         self._fast_decode = fast_decode
-        self._buffer = b""
+        self._buffer = bytearray()
         self._position = 0  # index in _buffer of the first byte not yet consumed
         self._consumed_before_buffer = 0  # absolute offset of _buffer[0]
         self._state = _HEADER
@@ -116,6 +127,12 @@ class EventScanner:
         """Byte offset of the first byte after the ``[`` that opens the events, once found."""
         self._saw_any_byte = False
         self._check_large_event_at = _LARGE_EVENT_BYTES
+        # the open event (starting at _position), once there is one: how far its text was
+        # scanned, its bracket depth, whether that point is inside a string, after a backslash
+        self._open_scanned: int | None = None
+        self._open_depth = 0
+        self._open_in_string = False
+        self._open_escaped = False
 
     @property
     def offset(self) -> int:
@@ -128,17 +145,24 @@ class EventScanner:
             return []
         self._saw_any_byte = True
         if self._position:
-            self._buffer = self._buffer[self._position :] + chunk
+            # dropping the front of a bytearray moves its start: no copy of what stays
+            del self._buffer[: self._position]
             self._consumed_before_buffer += self._position
             self._header_search_from = max(0, self._header_search_from - self._position)
+            if self._open_scanned is not None:
+                self._open_scanned -= self._position
             self._position = 0
-        else:
-            self._buffer += chunk
+        self._buffer += chunk
+        if self._open_scanned is not None:
+            events: list[Event] = []
+            if not self._scan_open_event(events):
+                return events
+            return events + self._advance(final=False)
         return self._advance(final=False)
 
     def close(self) -> list[Event]:
         """Signal the end of the text; return the last events, or raise :class:`ScanError`."""
-        events = self._advance(final=True)
+        events = self._advance(final=True) if self._open_scanned is None else []
         if self._state == _HEADER:
             self._parse_document_without_events()
         elif self._state == _EVENTS:
@@ -184,11 +208,7 @@ class EventScanner:
                 return
             opening = _OBJECT_START.match(buffer, key + len(_TRACE_EVENTS_KEY))
             if opening is not None:
-                header = buffer[start:key].rstrip(b" \t\r\n").rstrip(b",")
-                try:
-                    decoded = orjson.loads(header + b"}")
-                except orjson.JSONDecodeError:
-                    decoded = None  # the key text sat inside a string; look further
+                decoded = _decode_object_before(buffer, start, key)
                 if isinstance(decoded, dict):
                     self.metadata.update(decoded)
                     self._enter_events(opening.end())
@@ -225,6 +245,8 @@ class EventScanner:
             if head == 0x7B and self._cut_by_guessing(events):  # '{'
                 continue
             if not self._cut_exactly(events):
+                if len(buffer) - self._position >= OPEN_EVENT_BYTES:
+                    self._open_event(events)
                 return
 
     def _cut_by_guessing(self, events: list[Event]) -> bool:
@@ -300,11 +322,12 @@ class EventScanner:
         return True
 
     def _decode_one(self, start: int, end: int) -> Any:
-        text = self._buffer[start:end]
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
+        with memoryview(self._buffer) as whole, whole[start:end] as view:
+            try:
+                return orjson.loads(view)
+            except orjson.JSONDecodeError:
+                pass
+            text = bytes(view)
         # The stdlib decoder accepts what some exporters write and orjson refuses (NaN, Infinity,
         # invalid UTF-8 in names once replaced).
         try:
@@ -318,6 +341,71 @@ class EventScanner:
             ) from None
         except ValueError:  # an integer too long for int() (orjson refused it as well)
             raise ScanError(self._consumed_before_buffer + start, _TOO_LONG) from None
+
+    def _open_event(self, events: list[Event]) -> None:
+        """Scan the unfinished event at ``_position`` from now on a chunk at a time."""
+        self._open_scanned = self._position
+        self._open_depth = 0
+        self._open_in_string = self._open_escaped = False
+        self._scan_open_event(events)
+
+    def _scan_open_event(self, events: list[Event]) -> bool:
+        """Scan the open event's new text; once it ends, decode it: True (False: it goes on).
+
+        Only the text not scanned yet is read, with the string and bracket state it left off
+        in, so an event of any length costs its length once.
+        """
+        buffer = self._buffer
+        size = len(buffer)
+        position = self._open_scanned
+        assert position is not None
+        depth, in_string = self._open_depth, self._open_in_string
+        if self._open_escaped and position < size:
+            position += 1
+            self._open_escaped = False
+        end = -1
+        while position < size:
+            if in_string:
+                # the next quote ends the string unless an odd run of backslashes escapes it
+                # (from ``position`` on, backslashes pair up: it is not inside an escape)
+                quote = buffer.find(b'"', position)
+                end_of_run = size if quote < 0 else quote
+                run = _backslashes_before(buffer, position, end_of_run)
+                if quote < 0:
+                    self._open_escaped = run % 2 == 1
+                    position = size
+                else:
+                    in_string = run % 2 == 1
+                    position = quote + 1
+                continue
+            stop = _STRUCTURE_STOP.search(buffer, position)
+            if stop is None:
+                position = size
+                break
+            byte = buffer[stop.start()]
+            position = stop.end()
+            if byte == 0x22:
+                in_string = True
+            elif byte == 0x7B or byte == 0x5B:  # '{' '['
+                depth += 1
+                if depth > MAX_EVENT_DEPTH:
+                    raise ScanError(self._consumed_before_buffer + stop.start(), _TOO_DEEP)
+            else:
+                depth -= 1
+                if depth == 0:
+                    end = position
+                    break
+        if end < 0:
+            self._open_scanned = size
+            self._open_depth, self._open_in_string = depth, in_string
+            self._check_large_event()
+            return False
+        self._open_scanned = None
+        decoded = self._decode_one(self._position, end)
+        if isinstance(decoded, dict):
+            events.append(decoded)
+        self._position = end
+        return True
 
     def _check_large_event(self) -> None:
         """Look for a syntax error once the unfinished event text grows past each threshold."""
@@ -369,24 +457,31 @@ class EventScanner:
                 return ScanError(self._consumed_before_buffer + position, _TOO_LONG)
 
     def _parse_tail(self) -> None:
-        tail = self._buffer[self._position :].strip(b" \t\r\n")
+        buffer = self._buffer
+        first = _skip_whitespace(buffer, self._position)
+        tail = buffer[first : first + 1]
         if self._is_bare_array:
             if tail:
                 raise ScanError(self.offset, "unexpected text after the event array")
             return
-        if tail == b"}":
+        if tail == b"}" and not buffer[first + 1 :].strip(b" \t\r\n"):
             return
         if not tail:
             raise ScanError(self.offset, "the text ends before the closing '}' (truncated)")
-        if not tail.startswith(b","):
+        if tail != b",":
             raise ScanError(self.offset, "unexpected text after the traceEvents array")
+        # the keys after the events, read in place: the ',' before them becomes the '{'
+        buffer[first] = 0x7B
         try:
-            decoded = orjson.loads(b"{" + tail[1:])
+            with memoryview(buffer) as whole, whole[first:] as view:
+                decoded = orjson.loads(view)
         except orjson.JSONDecodeError as error:
             raise ScanError(
-                self.offset + error.pos,
+                self.offset + first - self._position + error.pos,
                 f"malformed JSON after the traceEvents array ({error.msg})",
             ) from None
+        finally:
+            buffer[first] = 0x2C
         if isinstance(decoded, dict):
             self.metadata.update(decoded)
 
@@ -408,7 +503,34 @@ class EventScanner:
         raise ScanError(0, "it has no traceEvents array: it is not a Chrome/Kineto trace")
 
 
-def _skip_whitespace(buffer: bytes, position: int) -> int:
+def _decode_object_before(buffer: bytearray, start: int, key: int) -> Any:
+    """The JSON object whose keys run from ``start`` (its ``{``) to ``key`` (the text of the
+    next key, with the ``,`` before it), decoded in place: the ``,`` becomes the ``}`` for as
+    long as orjson reads it. None when that text is no object (the key sat inside a string)."""
+    end = key
+    while end > start and buffer[end - 1] in b" \t\r\n":
+        end -= 1
+    while end > start and buffer[end - 1] == 0x2C:
+        end -= 1
+    kept = buffer[end]
+    buffer[end] = 0x7D  # '}'
+    try:
+        with memoryview(buffer) as whole, whole[start : end + 1] as view:
+            return orjson.loads(view)
+    except orjson.JSONDecodeError:
+        return None
+    finally:
+        buffer[end] = kept
+
+
+def _backslashes_before(buffer: bytearray, start: int, end: int) -> int:
+    """How many backslashes end ``buffer[start:end]``."""
+    if end == start or buffer[end - 1] != 0x5C:
+        return 0
+    return end - start - len(buffer[start:end].rstrip(b"\\"))
+
+
+def _skip_whitespace(buffer: bytes | bytearray, position: int) -> int:
     """Index of the first non-whitespace byte at or after ``position``."""
     match = _WHITESPACE.match(buffer, position)
     return match.end() if match else position

@@ -166,5 +166,7 @@ def _fold_range(
         collector.add(scanner.close())
     except (ScanError, TraceValueError):
         return None  # the one pass reports it, counting the events from the start of the file
+    if collector.left_out:
+        return None  # the one pass warns, naming the first event counted from the file's start
     collector.trace.metadata = scanner.metadata  # the keys after the events, in the last part
     return collector.part()

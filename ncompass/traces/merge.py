@@ -20,6 +20,7 @@ import orjson
 from ncompass.errors import TraceError
 from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.traces.events import Event, microseconds
+from ncompass.traces.identity import RankOwners, trace_identity
 from ncompass.traces.parallel import map_traces, worker_count
 from ncompass.traces.reader import TraceReader, read_metadata
 from ncompass.traces.writer import TraceWriter
@@ -55,7 +56,8 @@ def merge_traces(
     """Merge traces of several ranks into one trace file.
 
     Args:
-        paths: One trace per rank. A trace's rank is its ``distributedInfo.rank``, else its
+        paths: One trace per rank. A trace's rank is the one it names (``ncompass_process``
+            or ``distributedInfo``; see :func:`~ncompass.traces.identity.trace_identity`), else its
             position in ``paths``.
         output_path: Where to write (``.json`` or ``.json.gz``).
         progress: Progress bar on stderr (None: only on a terminal, for large files).
@@ -135,14 +137,10 @@ def _plan(paths: Sequence[str | Path], metadata: list[dict[str, Any]]) -> list[_
     aligned_on_base = all(base is not None for base in bases)
     earliest = min((base for base in bases if base is not None), default=0)
     plans: list[_RankPlan] = []
-    owners: dict[int, Path] = {}
+    owners = RankOwners()
     for position, (path, meta, base) in enumerate(zip(paths, metadata, bases, strict=True)):
-        info = meta.get("distributedInfo")
-        rank = info.get("rank") if isinstance(info, dict) else None
-        rank = rank if isinstance(rank, int) else position
-        if rank in owners:
-            raise TraceError(f"{path} and {owners[rank]} are both rank {rank}: pass one per rank")
-        owners[rank] = Path(path)
+        rank = trace_identity(meta).rank_or(position)
+        owners.claim(rank, path)
         # With every rank relative to its own base, shift onto the earliest base; otherwise make
         # every timestamp absolute (a trace without a base already is).
         shift_ns = (base or 0) - earliest if aligned_on_base else (base or 0)

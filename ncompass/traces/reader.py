@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ncompass.errors import TraceError
+from ncompass.errors import NcompassWarning, TraceError
 from ncompass.traces._decode import decode_link_events
 from ncompass.traces._inflate import gunzip
 from ncompass.traces._progress import byte_progress
@@ -74,14 +74,34 @@ class TraceValueError(_PicklableTraceError):
         self.path = str(path)
         self.event = event
         self.detail = detail
-        where = f"the {_ordinal(event)} event ({label})" if event is not None else label
+        where = f"the {ordinal(event)} event ({label})" if event is not None else label
         super().__init__(
             f"{self.path}: cannot link the trace: {where} {detail}. "
             "Fix or remove that event, or export the trace again."
         )
 
 
-def _ordinal(number: int) -> str:
+class EventsLeftOutWarning(NcompassWarning):
+    """Events of a trace were left out of the numbers: their duration is negative (Kineto
+    wrote such events before 2022, for a range whose end it had not recorded).
+
+    Args:
+        path: The trace file.
+        count: How many events were left out.
+        first: The first of them, as the message names it.
+    """
+
+    def __init__(self, path: str | Path, count: int, first: str) -> None:
+        self.path = str(path)
+        self.count = count
+        super().__init__(
+            f"{self.path}: left out {count:,} event{'s' if count != 1 else ''} with a negative "
+            f"duration, which no time can be given (the first: {first}); the numbers are of "
+            "the other events"
+        )
+
+
+def ordinal(number: int) -> str:
     """``1st``, ``22nd``, ``1,013th``."""
     suffix = (
         "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")

@@ -38,8 +38,8 @@ def write_windows(source: str | Path, windows: Sequence[WindowCut]) -> list[Path
     """Write one trace per window whose range is in ``source``; return the paths written.
 
     A window whose range never appears is skipped. The first complete event with the window's
-    name gives its span; an event overlaps it when it starts no later than the span ends and
-    ends no earlier than it starts.
+    name (or async ``b``/``e`` pair: NVTX start/end ranges) gives its span; an event overlaps
+    it when it starts no later than the span ends and ends no earlier than it starts.
 
     Raises:
         TraceError: ``source`` is missing or corrupt, or a window cannot be written.
@@ -72,6 +72,7 @@ def _first_pass(
     reader = TraceReader(source, progress=False)
     metadata_events: list[Event] = []
     spans: dict[str, tuple[float, float]] = {}
+    opened: dict[str, float] = {}
     header: dict[str, Any] | None = None
     for batch in reader.batches():
         if header is None:  # the keys before traceEvents are all read once events arrive
@@ -83,6 +84,14 @@ def _first_pass(
             elif phase == "X" and event.get("name") in markers and event["name"] not in spans:
                 start = float(event.get("ts", 0))
                 spans[event["name"]] = (start, start + float(event.get("dur", 0)))
+            elif phase in ("b", "e") and event.get("name") in markers:  # an async range
+                name, ts = event["name"], float(event.get("ts", 0))
+                if name in spans:
+                    continue
+                if phase == "b":
+                    opened.setdefault(name, ts)
+                elif name in opened:
+                    spans[name] = (opened.pop(name), ts)
     header = header if header is not None else dict(reader.metadata)
     trailer = {key: value for key, value in reader.metadata.items() if key not in header}
     return metadata_events, spans, header, trailer

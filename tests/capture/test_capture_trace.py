@@ -117,3 +117,25 @@ def test_inside_ncompass_run(tmp_path: Path) -> None:
         e["name"]
         for e in json.loads((tmp_path / "traces" / "step.json").read_text())["traceEvents"]
     }
+
+
+def test_a_window_records_only_the_chosen_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    monkeypatch.setenv("NCOMPASS_PROFILE", "1")
+    monkeypatch.setenv("NCOMPASS_TRACE_DIR", str(tmp_path))
+    recorded: list[int] = []
+
+    @capture_trace(trace_name="step", window=(3, 2))
+    def step(n: int) -> int:
+        if torch.autograd.profiler._is_profiler_enabled:
+            recorded.append(n)
+        return n
+
+    assert [step(n) for n in range(1, 7)] == [1, 2, 3, 4, 5, 6]
+    assert recorded == [3, 4]
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["step-1.json", "step.json"]
+    with pytest.raises(ValueError, match="FIRST, COUNT"):
+        capture_trace(window=(0, 2))

@@ -156,3 +156,27 @@ def test_feedback_markers_that_would_cross_the_users_range_are_dropped_with_why(
     dropped = [line for line in done.stdout.splitlines() if line.startswith("  dropped: ")]
     assert dropped and "overlap without nesting" in dropped[0]
     assert "mine" in done.stdout  # the user's own marker still ran
+
+
+def test_a_window_measures_the_same_calls_every_run(tmp_path: Path) -> None:
+    script = tmp_path / "app.py"
+    script.write_text("from tests.session.planted import run\n\nrun(4)\n")
+    spec = tmp_path / "start.yaml"
+    spec.write_text(
+        "version: 1\ntargets:\n  - module: tests.session.planted\n    functions:\n"
+        "      - qualname: 'Pipeline.*'\n"
+    )
+    marker = "tests.session.planted:Pipeline.forward"
+    done = _ncompass(
+        *("session", "run", "--config", str(spec), "-n", "2", "--name", "w"),
+        *("--window", f"{marker}:3:1", str(script)),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    traces = sorted((tmp_path / "traces").rglob("w-i*-w1.json"))
+    assert len(traces) == 2
+    for trace in traces:
+        events = json.loads(trace.read_text())["traceEvents"]
+        forwards = [e for e in events if e.get("name") == marker]
+        assert len(forwards) == 1  # the third call only, in every run
+    assert "hottest: " in done.stdout

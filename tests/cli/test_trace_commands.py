@@ -75,6 +75,31 @@ def test_breakdown_json_matches_design_shape_for_two_ranks(tmp_path: Path) -> No
     assert code == 0 and "kernel types over ranks" in text
 
 
+def test_breakdown_of_a_cpu_only_trace_says_so_instead_of_a_row_of_zeros(
+    torch_trace: Path,
+) -> None:
+    code, text, _ = run("breakdown", torch_trace)
+    assert code == 0
+    assert text.splitlines() == [
+        "no GPU activity (CPU-only trace): nothing to break down; "
+        "`ncompass summarize TRACE` shows its CPU time"
+    ]
+    code, out, _ = run("breakdown", torch_trace, "--json")  # the JSON keeps its zeros
+    assert code == 0 and json.loads(out)["ranks"]["0"]["gpu_events"] == 0
+
+
+def test_breakdown_names_the_cpu_only_rank_beside_the_ranks_with_gpu_work(
+    torch_trace: Path,
+) -> None:
+    gpu_rank = shared_trace("trace_filter").with_name("sampled_rank-1.json.gz")
+    code, text, _ = run("breakdown", torch_trace, gpu_rank)
+    assert code == 0
+    rows = [line.split()[0] for line in text.splitlines()[1:] if line.split()[0].isdigit()]
+    assert rows == ["1"]  # no row of zeros for rank 0
+    assert "rank 0: no GPU activity (CPU-only trace)" in text
+    assert "kernel types over ranks" in text
+
+
 def test_breakdown_can_leave_out_the_last_step(tmp_path: Path) -> None:
     builder = TraceBuilder().marker("ProfilerStep#1", 0, 100).marker("ProfilerStep#2", 100, 100)
     builder.launch("early", 10, 1, 20, 10)

@@ -228,6 +228,25 @@ def test_markdown_and_html_show_the_kernels_under_their_markers(
     assert "cpp_fused_sum_tanh" in html.split("<code>tanh_sum</code>", 1)[1]
 
 
+def test_summarize_gives_the_compiled_regions_time_and_what_no_marker_holds(
+    compiled_run: CompiledRun,
+) -> None:
+    summary = json.loads(_summarize(str(compiled_run.trace), "--json"))
+    row = summary["structured"]["compiled_code"]
+    assert row["source"] == "cpu" and row["regions"] == 3  # no GPU here: CPU time
+    kernels = {k["name"]: k["total_us"] for m in summary["structured"]["markers"]
+               for k in m["compiled_kernels"]}  # fmt: skip
+    assert row["credited_us"] == pytest.approx(sum(kernels.values())), (row, kernels)
+    assert row["uncredited_us"] == pytest.approx(row["total_us"] - row["credited_us"])
+    # the two matmuls between the ranges are extern kernels: ATen, credited to no marker
+    (extern,) = row["uncredited"]
+    assert extern["name"] == "aten::mm" and extern["calls"] == 6
+    assert 0 < extern["total_us"] <= row["uncredited_us"]
+    section = summary["markdown"].split("## Compiled code", 1)[1]
+    assert "Compiled regions: 3 calls, " in section
+    assert "no marker is credited with " in section and "`aten::mm` " in section
+
+
 CAPTURE_SCRIPT = """
 import json
 import warnings

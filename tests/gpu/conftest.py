@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,13 @@ class FakeNvml:
     NVML_ERROR_NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
     NVML_ERROR_GPU_IS_LOST = pynvml.NVML_ERROR_GPU_IS_LOST
 
-    def __init__(self, gpus: list[FakeGpu], init_error: int | None = None) -> None:
+    def __init__(
+        self, gpus: list[FakeGpu], init_error: int | None = None, *, releases_gil: bool = False
+    ) -> None:
         self.gpus = gpus
         self.init_error = init_error
+        # pynvml calls the library through ctypes, which lets go of the GIL for every call
+        self.releases_gil = releases_gil
         self.initialised = 0
         self.calls: dict[str, int] = {}
         self._handles: dict[int, FakeGpu] = {}
@@ -58,6 +63,8 @@ class FakeNvml:
         self.calls[name] = self.calls.get(name, 0) + 1
 
     def _gpu(self, handle: Any) -> FakeGpu:
+        if self.releases_gil:
+            time.sleep(0)  # lets go of the GIL and takes it back, as a ctypes call does
         if not self.initialised:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
         gpu = self._handles[id(handle)]

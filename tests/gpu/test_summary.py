@@ -121,7 +121,8 @@ def test_sparkline_marks_gaps() -> None:
 
 
 def test_to_dict_is_json_ready_and_complete() -> None:
-    summary = summarise([sample(t, util_gpu=40, power_w=100) for t in range(3)])
+    # three samples 0.2 s apart over 0.4 s: the rate asked for, so no note about it
+    summary = summarise([sample(t, util_gpu=40, power_w=100) for t in range(3)], duration_s=0.4)
     data = json.loads(json.dumps(summary.to_dict()))
     assert data["device"] == 0 and data["util_gpu_mean"] == 40
     assert data["notes"] == [] and data["energy_estimated"] is True

@@ -96,6 +96,7 @@ def test_ranks_without_gpu_events_are_compared_by_cpu_time(tmp_path: Path) -> No
     reporter = RecordingReporter()
     show_fetched_traces(report, None, 3, reporter)
     assert "ncompass: no GPU events: CPU time per rank of the longest markers" in reporter.statuses
+    assert reporter.stdout.count("no GPU activity (CPU-only trace)") == 1  # no rows of zeros
     table = reporter.stdout.split("marker (CPU total)", 1)[1]
     assert table.split("\n", 1)[0].split() == ["rank", "0", "rank", "1"]
     assert "CPU wall time" in table

@@ -259,3 +259,27 @@ def test_fixed_arity_helpers_are_cheaper_than_varargs() -> None:
             took = timeit.timeit(lambda helper=helper: helper(gate, 1), number=20_000)
             best[name] = min(best[name], took)
     assert best["fixed"] < best["general"]
+
+
+def test_a_site_hook_wraps_only_the_sites_of_its_name() -> None:
+    from ncompass.runtime.sites import hook_sites
+
+    seen: list[str] = []
+
+    def hook(enter: Any, exit: Any) -> tuple[Any, Any]:
+        def counted_enter(*args: Any) -> object:
+            seen.append("enter")
+            return enter(*args)
+
+        return counted_enter, exit
+
+    hook_sites("hooked.site", hook)
+    try:
+        hooked_enter, hooked_exit = bind("noop", "hooked.site")
+        other_enter, _ = bind("noop", "other.site")
+    finally:
+        hook_sites("hooked.site", None)
+    later_enter, _ = bind("noop", "hooked.site")
+    hooked_exit(hooked_enter())
+    assert seen == ["enter"]
+    assert other_enter is bool and later_enter is bool  # unhooked: the idle builtins, untouched

@@ -90,3 +90,39 @@ def test_the_call_into_the_compiled_code_is_kept_and_compilation_is_setup(
     discovery = document["iterations"][0]["discovery"]
     # running compiled code is steady-state work, not compilation
     assert discovery["hottest"][0]["statement"] == "y = compiled(x)"
+
+
+@pytest.fixture(scope="module")
+def extern_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    from tests.session.shapes import COMPILED_MODEL, COMPILED_RUN
+
+    folder = tmp_path_factory.mktemp("extern_session")
+    (folder / "model.py").write_text(COMPILED_MODEL)
+    (folder / "run.py").write_text(COMPILED_RUN)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "ncompass", "session", "run", "-n", "2",
+         "-o", str(folder / "traces"), "run.py"],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = json.loads((folder / "traces" / "default" / "session.json").read_text())
+    return done.stdout, state
+
+
+def test_a_compiled_call_whose_time_is_in_extern_gemms_says_so(
+    extern_session: tuple[str, dict[str, Any]],
+) -> None:
+    from tests.session.shapes import COMPILED_RUN, hot_line
+
+    stdout, state = extern_session
+    answers = [record["answer"] for record in state["iterations"]]
+    # the discovery run already names the call that ran the compiled code, not a neighbour
+    assert [answer["lines"][0] for answer in answers] == [hot_line(COMPILED_RUN)] * 2
+    final = answers[-1]
+    assert final["compiled_from"] is None and final["compiled_kernels_share"] < 0.5
+    extern = {kernel["name"]: kernel["share"] for kernel in final["extern_kernels"]}
+    assert extern.get("aten::addmm", 0) > 0.5, extern
+    answer_line = next(line for line in stdout.splitlines() if line.startswith("answer:"))
+    assert "so the answer stays at the call" in answer_line
+    assert "extern kernels: aten::addmm" in answer_line

@@ -16,7 +16,8 @@ import pytest
 
 from ncompass.traces import _collector, _decode, link, reader
 from ncompass.traces._scanner import EventScanner
-from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace
+from ncompass.traces.link import LinkedTrace, link_trace
+from ncompass.traces.reader import TraceValueError
 from tests.traces.builders import CPU_PID, GPU_PID, TraceBuilder, shared_trace, shared_traces
 
 pytest.importorskip("msgspec")
@@ -196,7 +197,7 @@ def edge_numbers_trace(path: Path) -> Path:
     )
     builder.add(ph="X", cat="cpu_op", name="float-then-int", pid=CPU_PID, tid=1, ts=20, dur=1.5)
     builder.add(ph="X", cat="cpu_op", name="float-then-int", pid=CPU_PID, tid=1, ts=22, dur=4)
-    builder.add(ph="X", cat="cpu_op", name="bool-duration", pid=CPU_PID, tid=1, ts=30, dur=True)
+    builder.add(ph="X", cat="cpu_op", name="quoted-duration", pid=CPU_PID, tid=1, ts=30, dur="2")
     builder.add(ph="X", cat="cpu_op", name="huge-start", pid=CPU_PID, tid=1, ts=2**60 + 1, dur=1)
     builder.add(ph="X", cat="cuda_driver", name="cuLaunchKernel", pid=CPU_PID, tid=2, ts=40,
                 dur=1, args={"correlation": 77})  # fmt: skip
@@ -295,16 +296,28 @@ def test_the_c_fold_is_used_when_built(tmp_path: Path, monkeypatch: pytest.Monke
     assert link.fold_path() == "Python, dicts"
 
 
-def test_launches_at_nan_times_link_identically_on_every_path(
+def test_launches_at_nan_times_are_refused_alike_on_every_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     builder = TraceBuilder().marker("outer", 0, 100).marker("inner", 10, 20)
     for ts in (50, float("nan"), 15, 15, float("nan"), 5):
         builder.launch("k", ts, 1, 200, 1)
     path = builder.write(tmp_path / "t.json")
-    linked = linked_every_way(path, monkeypatch)
-    assert len({repr(way) for way in linked}) == 1  # nan != nan, but prints the same
-    assert linked[0]["launches"][5][1] == NO_LINK  # (where the others go is the sort's to say)
+    refusals = []
+    for way in range(4):
+        with monkeypatch.context() as patch:
+            if way >= 1:
+                patch.setattr(reader, "decode_link_events", _decode.decode_link_structs)
+            if way >= 2:
+                patch.setattr(_collector, "_fold", None)
+                patch.setattr(link, "_fold", None)
+            if way >= 3:
+                patch.setattr(reader, "decode_link_events", None)
+            with pytest.raises(TraceValueError) as caught:
+                link_trace(path, progress=False)
+            refusals.append(str(caught.value))
+    assert len(set(refusals)) == 1
+    assert 'the 5th event (ph "X", name "cudaLaunchKernel") has a ts of NaN' in refusals[0]
 
 
 def test_integers_beyond_64_bits_are_read_as_orjson_reads_them() -> None:
@@ -324,3 +337,21 @@ def test_integers_beyond_64_bits_are_read_as_orjson_reads_them() -> None:
     # a list or an object where linking reads a value: the dicts of the general decoder
     assert _decode.decode_link_structs(b'[{"pid": [1], "ts": 1}]') is None
     assert _decode.decode_link_structs(b'[{"args": {"bytes": {"a": 1}}}]') is None
+
+
+def test_more_distinct_names_than_the_token_table_keeps_link_alike_on_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the C fold empties its table of event-text tokens past 32K (what points into it too: the
+    # counted phases, the recent threads); every name stays, as in the Python folds
+    builder = TraceBuilder().marker("outer", 0, 10**7)
+    for index in range(40_000):
+        builder.cpu_op(f"op-{index % 7}", 1 + 10 * index, 2)
+        correlation = builder.runtime("cudaLaunchKernel", 3 + 10 * index, 1)
+        builder.gpu(f"kernel-{index}", 5 + 10 * index, 1, correlation=correlation)
+        if index % 1000 == 0:
+            builder.add(ph="s", id=index, pid=CPU_PID, tid=1, ts=3 + 10 * index, cat="ac2g")
+    linked = linked_every_way(builder.write(tmp_path / "t.json"), monkeypatch)
+    assert_identical(linked)
+    assert len(linked[0]["names"]) == 40_000 + 7 + 1 + 1
+    assert linked[0]["event_counts"] == {"X": 120_001, "s": 40}

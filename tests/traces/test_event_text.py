@@ -14,6 +14,7 @@ import pytest
 
 from ncompass.traces import _collector, _decode
 from ncompass.traces.link import link_trace
+from ncompass.traces.reader import EventsLeftOutWarning
 
 fold = _collector._fold
 if fold is None or _decode.decode_link_structs is None:
@@ -69,8 +70,10 @@ def random_number_texts(count: int, seed: int) -> list[str]:
 
 def test_numbers_are_read_as_python_reads_them(tmp_path: Path) -> None:
     texts = random_number_texts(3000, seed=14)
-    read = durations_read_from(tmp_path, texts)
-    assert [value.hex() for value in read] == [float(json.loads(text)).hex() for text in texts]
+    with pytest.warns(EventsLeftOutWarning):  # the negative durations, read all the same
+        read = durations_read_from(tmp_path, texts)
+    expected = [float(json.loads(text)) for text in texts]
+    assert [value.hex() for value in read] == [value.hex() for value in expected if value >= 0]
 
 
 def test_a_plain_batch_becomes_one_event_text() -> None:

@@ -6,6 +6,8 @@ field, never another exception."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -17,7 +19,7 @@ import pytest
 from ncompass.errors import TraceError
 from ncompass.traces import _collector, _decode, _split, link, reader
 from ncompass.traces.link import link_trace
-from ncompass.traces.reader import TraceValueError
+from ncompass.traces.reader import EventsLeftOutWarning, TraceValueError
 from tests.traces.builders import CPU_PID, GPU_PID, TraceBuilder
 from tests.traces.test_decode import everything_linked
 
@@ -93,6 +95,12 @@ def refusal(kind: str, field: str, value: Any) -> tuple[str, int] | None:
         return "has a ts of 1000", position
     if field == "dur" and too_large_for_a_float and kind in X_KINDS:
         return "has a dur of 1000", position
+    if field == "ts" and is_no_time(value) and kind == "B":
+        return "which has a ts of", position + 1
+    if field == "ts" and is_no_time(value) and kind in X_KINDS | {"E"}:
+        return "has a ts of", position
+    if field == "dur" and is_no_time(value) and kind in X_KINDS:
+        return "has a dur of", position
     beyond_64_bits = number and value >= 2**63
     if field == "args.correlation" and beyond_64_bits and kind in {"cuda_runtime", *GPU_KINDS}:
         return "has args.correlation", position
@@ -101,6 +109,20 @@ def refusal(kind: str, field: str, value: Any) -> tuple[str, int] | None:
     if field == "args.overlap_of_tid" and container and kind in {"M", "M overlap"}:
         return "has args.overlap_of_tid that is a", position
     return None
+
+
+def is_no_time(value: Any) -> bool:
+    """Whether a ts or dur is refused as no time: not a number (nor a quoted one), NaN or
+    infinite; a missing (null) one reads as 0, an integer too large for a float has its own
+    words."""
+    if value is None or (type(value) is int and abs(value) > 1e308):
+        return False
+    if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+        return True
+    try:
+        return not math.isfinite(float(value))
+    except ValueError:
+        return True
 
 
 def with_value(kind: str, field: str, value: Any) -> TraceBuilder:
@@ -258,3 +280,100 @@ def test_a_split_trace_names_the_event_as_one_pass_does(
         link_trace(path, progress=False, jobs=3)
     assert str(split.value) == str(one_pass.value)
     assert "the 5,001st event" in str(one_pass.value)
+
+
+def with_times(times: dict[int, dict[str, Any]]) -> TraceBuilder:
+    """A marker, four launched kernels, and ``times`` (event index -> fields) written over."""
+    builder = TraceBuilder().marker("outer", 0, 100)
+    for index in range(4):
+        builder.launch("k", 10 + 20 * index, 2, 12 + 20 * index, 10)
+    for index, fields in times.items():
+        builder.events[index].update(fields)
+    return builder
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "words"),
+    [
+        ("dur", "NaN", "has a dur of NaN, which is not a finite number"),
+        ("dur", "1e309", "has a dur of Infinity, which is not a finite number"),
+        ("ts", "-1e309", "has a ts of -Infinity, which is not a finite number"),
+        ("ts", '"abc"', 'has a ts of "abc", which is not a number'),
+        ("ts", '"1e400"', 'has a ts of "1e400", which is not a finite number'),
+        ("dur", "true", "has a dur of true, which is not a number"),
+    ],
+)
+def test_a_time_that_is_no_number_is_refused_alike_on_every_path(
+    field: str, text: str, words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # found by trying it: NaN and 1e309 went into every sum, a string ts was read as 0
+    path = with_times({4: {field: "PLACEHOLDER"}}).write(tmp_path / "t.json")
+    path.write_text(path.read_text().replace('"PLACEHOLDER"', text))
+    outcomes = outcomes_every_way(path, monkeypatch)
+    assert all(other == outcomes[0] for other in outcomes)
+    kind, message = outcomes[0]
+    assert kind == "TraceValueError"
+    assert f'the 5th event (ph "X", name "k") {words}. Fix or remove' in message
+
+
+def test_negative_durations_are_left_out_with_one_warning_on_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # found by trying it: a kernel of dur -40 made compute -57 % and idle 157 %
+    negative = {4: {"dur": -40}, 6: {"dur": "-3"}, 8: {"dur": -0.5}}
+    path = with_times(negative).write(tmp_path / "t.json")
+    with pytest.warns(EventsLeftOutWarning) as warned:
+        outcomes = outcomes_every_way(path, monkeypatch)
+    assert all(other == outcomes[0] for other in outcomes)
+    assert [str(warning.message) for warning in warned] == [
+        f"{path}: left out 3 events with a negative duration, which no time can be given (the "
+        'first: the 5th event (ph "X", name "k") has a dur of -40); the numbers are of the '
+        "other events"
+    ] * 4  # one per way
+    with pytest.warns(EventsLeftOutWarning):
+        trace = link_trace(path, progress=False)
+    assert list(trace.gpu.duration) == [10.0]  # the one kernel left
+    assert min(trace.launches.duration) >= 0
+
+
+def test_a_range_that_ends_before_it_begins_is_left_out(tmp_path: Path) -> None:
+    builder = TraceBuilder().marker("outer", 0, 100)
+    builder.add(ph="B", cat="user_annotation", name="backwards", pid=CPU_PID, tid=1, ts=50)
+    builder.add(ph="E", pid=CPU_PID, tid=1, ts=40)
+    with pytest.warns(EventsLeftOutWarning, match=r'the 3rd event \(ph "E"\) ends before'):
+        trace = link_trace(builder.write(tmp_path / "t.json"), progress=False)
+    assert [marker.name for marker in trace.markers] == ["outer"]
+
+
+def test_a_split_trace_warns_as_one_pass_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builder = TraceBuilder().marker("outer", 0, 100_000)
+    for index in range(3000):
+        builder.launch("k", 3 + 10 * index, 1, 5 + 10 * index, 1)
+    builder.events[5000]["dur"] = -1  # in the second part
+    path = builder.write(tmp_path / "t.json")
+    with pytest.warns(EventsLeftOutWarning) as one_pass:
+        link_trace(path, progress=False, jobs=1)
+    monkeypatch.setattr(_split, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(_split, "worker_pool", threads_for_processes)
+    with pytest.warns(EventsLeftOutWarning) as split:
+        link_trace(path, progress=False, jobs=3)
+    assert [str(w.message) for w in split] == [str(w.message) for w in one_pass]
+    assert "the 5,001st event" in str(one_pass[0].message)
+
+
+def test_summarize_refuses_a_nan_duration_in_one_line(tmp_path: Path) -> None:
+    path = with_times({4: {"dur": "PLACEHOLDER"}}).write(tmp_path / "t.json")
+    path.write_text(path.read_text().replace('"PLACEHOLDER"', "NaN"))
+    done = subprocess.run(
+        [sys.executable, "-m", "ncompass", "summarize", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f'error: {path}: cannot link the trace: the 5th event (ph "X", name "k") has a dur of '
+        "NaN, which is not a finite number. Fix or remove that event, or export the trace again."
+    ]

@@ -9,7 +9,12 @@ from typing import Any
 
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names, short_kernel_name
-from ncompass.analysis.comparison.markdown import describe_change, reading_note, verdict_cell
+from ncompass.analysis.comparison.markdown import (
+    PROCESSES,
+    describe_change,
+    reading_note,
+    verdict_cell,
+)
 from ncompass.analysis.page_parts import SORTABLE_CSS, SORTABLE_SCRIPT, TIMELINE_CSS, timeline_svg
 
 _CSS = " ".join(
@@ -76,7 +81,8 @@ def render_comparison_html(
         if timeline.get("busy"):
             parts.append(f"<h2>{side}: {escape(Path(paths[0]).name)}</h2>")
             parts.append(timeline_svg(timeline))
-    for key, heading in _KINDS:
+    kinds = (PROCESSES, *_KINDS) if "processes" in comparison else _KINDS
+    for key, heading in kinds:
         rows = comparison[key][:top]
         if rows:
             names = distinct_short_names([row["name"] for row in rows])

@@ -9,6 +9,7 @@ from ncompass.analysis.comparison.kernel_names import distinct_short_names
 
 _NAME_WIDTH = 80
 _KINDS = (("markers", "Markers"), ("kernels", "GPU kernels"), ("cpu_ops", "CPU operators"))
+PROCESSES = ("processes", "Processes, matched by role (CPU time in their outermost markers)")
 
 
 def render_comparison_markdown(comparison: dict[str, Any], *, top: int = 20) -> str:
@@ -41,11 +42,12 @@ def render_comparison_markdown(comparison: dict[str, Any], *, top: int = 20) -> 
     lines.append(reading_note(comparison))
     for warning in comparison.get("warnings", []):
         lines += ["", f"**Warning:** {warning}."]
-    for key, title in _KINDS:
+    kinds = (PROCESSES, *_KINDS) if "processes" in comparison else _KINDS
+    for key, title in kinds:
         rows = [row for row in comparison[key] if row["verdict"] not in ("new", "vanished")]
         lines += _table(title, rows[:top], len(rows), kernels=key == "kernels")
     appeared = [
-        row for key, _ in _KINDS for row in comparison[key] if row["verdict"] in ("new", "vanished")
+        row for key, _ in kinds for row in comparison[key] if row["verdict"] in ("new", "vanished")
     ]
     if appeared:
         lines += [

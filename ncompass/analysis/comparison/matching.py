@@ -34,7 +34,8 @@ def compare(
     """Compare traces recorded before and after a change.
 
     Each side may hold several traces (ranks, or repeated runs); their samples are pooled and
-    times are reported per run. Every trace is read once, streaming.
+    times are reported per run. A run's merged trace is one run: its processes are matched by
+    role (``rank 0`` to ``rank 0``) in ``processes``. Every trace is read once, streaming.
 
     Args:
         before: Trace files of the first side.
@@ -95,6 +96,7 @@ def compare_samples(before: SideSamples, after: SideSamples, *, noise: float = N
         markers=markers,
         cpu_ops=cpu_ops,
         kernels=judged(_kernels(before, after), negligible_us, FEWEST_CALLS),
+        processes=judged(_by_name("process", "processes", before, after), negligible_us),
         timelines=(before.timeline, after.timeline),
         noise=noise,
         negligible_us=negligible_us,

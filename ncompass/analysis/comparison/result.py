@@ -69,7 +69,8 @@ class Change:
     """One entry (a marker, CPU operator, kernel, or a whole-run measure) before and after.
 
     Attributes:
-        kind: ``step``, ``run``, ``gpu_busy``, ``marker``, ``cpu_op`` or ``kernel``.
+        kind: ``step``, ``run``, ``gpu_busy``, ``marker``, ``cpu_op``, ``kernel`` or
+            ``process`` (a role of a run's processes: the time of its outermost markers).
         name: The entry's name (the normalised name when matched by it).
         before, after: Its times on each side; None where it does not occur.
         ratio: ``after.mean_us / before.mean_us`` (None when a side is missing or 0).
@@ -230,6 +231,8 @@ class Comparison:
         overall: Whole-run measures: the step time (``ProfilerStep`` ranges, else the run's
             span), and the GPU busy time when there is GPU work.
         markers, cpu_ops, kernels: One change per name, the largest change of time first.
+        processes: One change per process role of runs' merged traces (``rank 0`` matched to
+            ``rank 0``): the time of its outermost markers. Empty for other traces.
         timelines: The busy timelines of each side's first trace, for the HTML page (not in
             :meth:`to_dict`).
         noise: The practical-equivalence band every verdict used (see :class:`Change`).
@@ -244,6 +247,7 @@ class Comparison:
     markers: tuple[Change, ...] = field(default_factory=tuple)
     cpu_ops: tuple[Change, ...] = field(default_factory=tuple)
     kernels: tuple[Change, ...] = field(default_factory=tuple)
+    processes: tuple[Change, ...] = field(default_factory=tuple)
     timelines: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {})
     noise: float = NOISE
     negligible_us: float = 0.0
@@ -272,8 +276,9 @@ class Comparison:
         return next((change for change in self.markers if change.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the ``ncompass compare --json`` shape)."""
-        return {
+        """JSON-ready dict (the ``ncompass compare --json`` shape; ``processes`` only when a
+        side holds a run's merged trace of several processes)."""
+        values: dict[str, Any] = {
             "before": list(self.before_paths),
             "after": list(self.after_paths),
             "confidence": CONFIDENCE,
@@ -286,6 +291,9 @@ class Comparison:
             "cpu_ops": [change.to_dict() for change in self.cpu_ops],
             "kernels": [change.to_dict() for change in self.kernels],
         }
+        if self.processes:
+            values["processes"] = [change.to_dict() for change in self.processes]
+        return values
 
     def to_markdown(self, *, top: int = 20) -> str:
         """The report ``ncompass compare`` prints."""

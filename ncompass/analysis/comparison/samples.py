@@ -10,6 +10,7 @@ from typing import Any
 
 from ncompass.analysis.intervals import total_length, union
 from ncompass.analysis.timeline import busy_timeline
+from ncompass.traces.identity import run_processes
 from ncompass.traces.link import NO_LINK, LinkedTrace, Marker, link_trace, marker_group
 
 STEP_MARKER = "ProfilerStep#*"
@@ -35,8 +36,12 @@ class SideSamples:
             launched inside it (empty without steps).
         timeline: The first file's busy timeline, for the HTML page (see
             :func:`~ncompass.analysis.timeline.busy_timeline`).
-        run_starts: Per column (``markers``, ``cpu_ops``, ``kernels``) and name, where the
-            samples of each file holding that name start, so that runs can be resampled whole.
+        processes: For runs' merged traces of several processes: per role (``rank 0``,
+            ``DataLoader worker 0``, ...), the duration of each of its outermost markers. The
+            processes of one file are parts of one run, not runs of their own.
+        run_starts: Per column (``markers``, ``cpu_ops``, ``kernels``, ``processes``) and
+            name, where the samples of each file holding that name start, so that runs can be
+            resampled whole.
     """
 
     paths: list[Path] = field(default_factory=list)
@@ -47,8 +52,9 @@ class SideSamples:
     gpu_busy: array[float] = field(default_factory=lambda: array("d"))
     step_gpu_busy: array[float] = field(default_factory=lambda: array("d"))
     timeline: Mapping[str, Any] = field(default_factory=dict)
+    processes: dict[str, array[float]] = field(default_factory=_samples)
     run_starts: dict[str, dict[str, list[int]]] = field(
-        default_factory=lambda: {"markers": {}, "cpu_ops": {}, "kernels": {}}
+        default_factory=lambda: {"markers": {}, "cpu_ops": {}, "kernels": {}, "processes": {}}
     )
 
     def starts(self, column: str, name: str) -> list[int]:
@@ -57,7 +63,8 @@ class SideSamples:
 
     @property
     def runs(self) -> int:
-        """How many trace files (ranks or runs) this side holds."""
+        """How many trace files (ranks or runs) this side holds: a run's merged trace is one
+        run, whatever its processes."""
         return len(self.paths)
 
     @property
@@ -89,12 +96,27 @@ class SideSamples:
         self.gpu_busy.append(total_length(busy))
         self.spans.append(_span(trace, busy[-1][1] if busy else None))
         self.step_gpu_busy.extend(_gpu_busy_per_step(trace))
+        self._add_processes(trace)
         for column, starts in self.run_starts.items():
             seen = lengths[column]
             for name, samples in getattr(self, column).items():
                 start = seen.get(name, 0)
                 if len(samples) > start:
                     starts.setdefault(name, []).append(start)
+
+    def _add_processes(self, trace: LinkedTrace) -> None:
+        """Each process's outermost markers under its role (for a run's merged trace)."""
+        processes = run_processes(trace.metadata)
+        if len(processes) < 2:
+            return
+        role_of = {process.pid: process.role for process in processes}
+        thread_role = [
+            role_of.get(pid) if isinstance(pid, int) else None for pid, _ in trace.threads
+        ]
+        for marker in trace.markers:
+            role = thread_role[marker.thread]
+            if role is not None and marker.parent == NO_LINK:
+                _column(self.processes, role).append(marker.duration)
 
 
 def read_side(paths: Iterable[str | Path], *, progress: bool | None = None) -> SideSamples:

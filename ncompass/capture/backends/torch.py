@@ -10,6 +10,8 @@ step aside.
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -98,25 +100,69 @@ class TorchProfiler:
         with self._lock:
             if TorchProfiler._active is not None or torch._C._autograd._profiler_enabled():
                 raise CaptureError("a torch profiler is already recording in this process")
-            activities = [ProfilerActivity.CPU]
-            if torch.cuda.is_available():
-                activities.append(ProfilerActivity.CUDA)
-            self._profile = profile(
-                activities=activities,
-                record_shapes=self.record_shapes,
-                profile_memory=self.profile_memory,
-                with_stack=self.with_stack,
-            )
-            with quiet_kineto_log():
-                self._profile.__enter__()
+            if self._profile is not None:  # prepared: recording begins now, warm-up is done
+                with quiet_kineto_log():
+                    self._profile._start_trace()
+                _add_distributed_info(torch)
+            else:
+                activities = [ProfilerActivity.CPU]
+                if torch.cuda.is_available():
+                    activities.append(ProfilerActivity.CUDA)
+                self._profile = profile(
+                    activities=activities,
+                    record_shapes=self.record_shapes,
+                    profile_memory=self.profile_memory,
+                    with_stack=self.with_stack,
+                )
+                with quiet_kineto_log():
+                    self._profile.__enter__()
             TorchProfiler._active = self
         self._kernel_origins = start_recording()
+
+    def prepare(self) -> None:
+        """Start the profiler up without recording; :meth:`start` then only begins recording.
+
+        A recording window prepares before it opens, so the window's first call is measured
+        like the others. This uses Kineto through ``torch.autograd.profiler.profile``:
+        ``torch.profiler.profile`` starts by asking ``hasattr(torch, "_inductor")``, which
+        imports Inductor, Dynamo, sympy and Triton (about 170 MB and a second or more) in a
+        program that may never compile anything.
+
+        Raises:
+            CaptureError: torch is not installed, or another torch profiler is recording
+                (preparing would reset it).
+        """
+        try:
+            import torch
+            from torch.autograd.profiler import profile
+        except ImportError:
+            raise CaptureError(
+                "--profiler torch needs PyTorch: pip install torch (or use --profiler nvtx/none)"
+            ) from None
+        if TorchProfiler._active is not None or torch._C._autograd._profiler_enabled():
+            raise CaptureError("a torch profiler is already recording in this process")
+        self._profile = profile(
+            use_kineto=True,
+            use_device="cuda" if torch.cuda.is_available() else None,
+            record_shapes=self.record_shapes,
+            profile_memory=self.profile_memory,
+            with_stack=self.with_stack,
+        )
+        with quiet_kineto_log():
+            self._profile._prepare_trace()
 
     def add_window(self, title: str, output_path: Path) -> str:
         """Register a window; returns the unique range name to record around it."""
         marker = f"ncompass.window#{len(self.windows) + 1}:{title}"
         self.windows.append(TraceWindow(marker, title, output_path))
         return marker
+
+    def add_metadata(self, key: str, value: object) -> None:
+        """Write ``key: value`` (JSON) at the top level of the trace; call while recording."""
+        if self._profile is not None:
+            import json
+
+            self._profile.add_metadata_json(key, json.dumps(value))
 
     def stop_and_discard(self) -> None:
         """Stop recording without writing anything (another profiler takes over)."""
@@ -221,6 +267,18 @@ class TorchProfiler:
                 "profile their first call too (or the whole program, with `ncompass run`)",
                 stacklevel=3,
             )
+
+
+def _add_distributed_info(torch: Any) -> None:
+    """The trace metadata ``torch.profiler.profile`` adds and rank merging reads: the rank."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is None or not distributed.is_available() or not distributed.is_initialized():
+        return
+    from torch.profiler.profiler import _KinetoProfile
+
+    info = _KinetoProfile._get_distributed_info(None)  # type: ignore[arg-type]  # no self used
+    if info:
+        torch.autograd._add_metadata_json("distributedInfo", json.dumps(info, default=str))
 
 
 __all__ = ["TorchProfiler", "TraceWindow"]

@@ -1,0 +1,9 @@
+"""Following every process of a run: the children a script starts get its specs and profiler.
+
+- :mod:`~ncompass.capture.follow.tree` is the run's side: it puts a ``sitecustomize`` on the
+  children's ``PYTHONPATH``, lists the processes that ran and merges their traces.
+- :mod:`~ncompass.capture.follow.bootstrap` runs in each new interpreter (and after each fork):
+  stdlib only until the process imports a target module or torch.
+"""
+
+__all__: list[str] = []  # used by capture.runner through its modules; nothing public here

@@ -1,0 +1,509 @@
+"""What runs in every new Python process of a followed run, from the run's ``sitecustomize``.
+
+The process starts on a fast path that imports only the standard library: a finder at the front
+of ``sys.meta_path`` watches for the first import of a target module (the specs' modules, or a
+module named like a target file) and of ``torch``. Until one comes, following costs the process
+one small JSON read and one small JSON write. Then:
+
+- a target module: the run's spec is loaded and rewrites are enabled (the usual import hook
+  takes over), and with ``--profiler torch`` the profiler starts first so the markers record;
+- ``torch`` (with ``--profiler torch``): the profiler starts once torch has finished importing.
+
+The process writes its trace and a record of itself (pid, parent pid, rank, role, command, exit
+code, markers placed) when it ends: at interpreter exit, or, for a ``multiprocessing`` child
+(which leaves through ``os._exit``), when its ``Process._bootstrap`` returns.
+"""
+
+from __future__ import annotations
+
+import _thread
+import atexit
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ncompass import environment_variables
+
+FOLLOW_ENV = environment_variables.NCOMPASS_FOLLOW
+SETTINGS_FILE = "run.json"
+EXIT_PREFIX = "exit-"
+START_SUFFIX = ".start.json"
+END_SUFFIX = ".end.json"
+PROCESS_KEY = "ncompass_process"
+"""The top-level key of a per-process trace that says which process recorded it."""
+
+# multiprocessing's own servers: no work of the user's runs in them, and they live until the
+# run's interpreter exits; followed (the forkserver's children are the user's) but not listed
+_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+# the multiprocessing names that say nothing about a process's job
+_GENERIC_PROCESS_NAMES = ("Process-", "SpawnProcess-", "ForkProcess-", "ForkServerProcess-")
+
+
+class Followed:
+    """This process's part in a followed run.
+
+    Attributes:
+        folder: The run's follow folder (settings, process records, exit codes).
+        settings: The run's settings (``run.json``).
+        pid: The process this state belongs to (a forked child gets its own).
+        root: This is the process ``ncompass run`` runs in (it writes no record of its own).
+        helper: One of multiprocessing's servers (it writes no record either).
+        profiler: The profiler recording this process, once started.
+        rewriting: The run's spec is enabled here.
+        finished: The record of this process is written.
+        exit_code: The exit code, when this process knows it.
+    """
+
+    def __init__(
+        self, folder: str, settings: dict[str, Any], *, root: bool = False, helper: bool = False
+    ) -> None:
+        self.folder = folder
+        self.settings = settings
+        self.pid = os.getpid()
+        self.root = root
+        self.helper = helper
+        self.profiler: Any = None
+        self.rewriting = False
+        self.finished = False
+        self.exit_code: int | None = None
+        self.reported_exits: set[int] = set()
+
+    @property
+    def records(self) -> str:
+        return self.folder
+
+    @property
+    def wants_profiler(self) -> bool:
+        return self.settings.get("profiler") == "torch" and self.settings.get("traces") is not None
+
+
+_state: Followed | None = None
+
+
+def current() -> Followed | None:
+    """This process's part in a followed run (None when the run does not follow, or in none)."""
+    state = _state
+    return state if state is not None and state.pid == os.getpid() else None
+
+
+def start() -> None:
+    """Follow the run named by ``$NCOMPASS_FOLLOW`` into this process (the ``sitecustomize``
+    calls it). Does nothing in the run's own process or when the variable is unset."""
+    global _state
+    folder = os.environ.get(FOLLOW_ENV)
+    if not folder or _state is not None:
+        return
+    try:
+        with open(os.path.join(folder, SETTINGS_FILE), "rb") as stream:
+            settings = json.load(stream)
+    except (OSError, ValueError):
+        return  # the run has ended and taken its folder with it: run untouched
+    if settings.get("root_pid") == os.getpid():
+        return
+    command = " ".join(getattr(sys, "orig_argv", None) or sys.argv)
+    begin(Followed(folder, settings, helper=any(name in command for name in _HELPERS)))
+
+
+def begin(state: Followed) -> None:
+    """Start following in this process: write its start record, watch its imports."""
+    global _state
+    _state = state
+    if not state.root and not state.helper:
+        _write_json(os.path.join(state.records, f"{state.pid}{START_SUFFIX}"), identity())
+        atexit.register(finish)
+    hooks: dict[str, Callable[[], None]] = {
+        "subprocess": _report_subprocess_exits,
+        "multiprocessing.popen_fork": _report_multiprocessing_exits,
+        "multiprocessing.process": _finish_multiprocessing_children,
+    }
+    if state.wants_profiler and not state.root and not state.helper:
+        hooks["torch"] = start_profiler
+    for name in list(hooks):
+        if name in sys.modules:
+            _quietly(hooks.pop(name))
+    _follow_forks()
+    own = not state.root and not state.helper and not state.rewriting
+    targets = tuple(state.settings.get("modules") or ()) if own else ()
+    stems = tuple(state.settings.get("file_stems") or ()) if own else ()
+    if hooks or targets or stems:
+        sys.meta_path.insert(0, _FollowFinder(hooks, frozenset(targets), frozenset(stems)))
+
+
+def stop_root() -> None:
+    """End following in the run's own process (its import watcher and exit reports)."""
+    global _state
+    for finder in [f for f in sys.meta_path if isinstance(f, _FollowFinder)]:
+        sys.meta_path.remove(finder)
+    _state = None
+
+
+class _FollowFinder:
+    """Watches imports: the first target module enables rewrites, some modules get a hook run
+    once they are imported. Finds nothing itself."""
+
+    def __init__(
+        self,
+        after_import: dict[str, Callable[[], None]],
+        targets: frozenset[str],
+        stems: frozenset[str],
+    ) -> None:
+        self.after_import = after_import
+        self.targets = targets
+        self.stems = stems
+        self.busy: set[int] = set()  # threads inside find_spec (asking the other finders)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        thread = _thread.get_ident()
+        if thread in self.busy:
+            return None
+        hook = self.after_import.get(fullname)
+        is_target = fullname in self.targets or (
+            bool(self.stems) and fullname.rpartition(".")[2] in self.stems
+        )
+        if hook is None and not is_target:
+            return None
+        self.busy.add(thread)
+        try:
+            if is_target:
+                self.targets = self.stems = frozenset()
+                _quietly(enable_run_spec)
+                if "torch" in sys.modules:  # the profiler started with the rewrites
+                    self.after_import.pop("torch", None)
+                return _spec_from_others(self, fullname, path, target)  # the import hook's
+            assert hook is not None
+            del self.after_import[fullname]
+            spec = _spec_from_others(self, fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _ThenRun(spec.loader, hook)
+            return spec
+        finally:
+            self.busy.discard(thread)
+            if not self.after_import and not self.targets and not self.stems:
+                self.remove()
+
+    def remove(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def invalidate_caches(self) -> None:
+        """Nothing cached here."""
+
+
+def _spec_from_others(skip: object, fullname: str, path: Any, target: Any) -> Any:
+    for finder in list(sys.meta_path):
+        if finder is skip:
+            continue
+        find_spec = getattr(finder, "find_spec", None)
+        spec = find_spec(fullname, path, target) if find_spec is not None else None
+        if spec is not None:
+            return spec
+    return None
+
+
+class _ThenRun:
+    """A loader that runs a hook once the module it loads has executed."""
+
+    def __init__(self, loader: Any, then: Callable[[], None]) -> None:
+        self._loader = loader
+        self._then = then
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        module.__loader__ = self._loader  # the module sees its own loader, not this one
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        _quietly(self._then)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+def enable_run_spec() -> None:
+    """Load the run's spec and rewrite its targets here (the profiler first, so markers record)."""
+    state = current()
+    if state is None or state.rewriting:
+        return
+    state.rewriting = True
+    if state.wants_profiler:
+        start_profiler()
+    import pickle
+
+    from ncompass.importer.hook import enable_rewrites
+
+    with open(state.settings["spec"], "rb") as stream:
+        config = pickle.load(stream)  # written by this run's own process
+    enable_rewrites(config)
+
+
+def start_profiler() -> None:
+    """Start this process's profiler, writing into the run's folder of per-process traces."""
+    state = current()
+    if state is None or state.root or state.helper or state.profiler or not state.wants_profiler:
+        return
+    from pathlib import Path
+
+    from ncompass.capture.backends import make_profiler
+    from ncompass.capture.trace_files import claim_trace_path
+
+    path = claim_trace_path(Path(state.settings["traces"]), str(state.pid))
+    options = state.settings.get("profiler_options") or {}
+    profiler = make_profiler("torch", path, **options)
+    try:
+        profiler.start()
+    except Exception:
+        path.unlink(missing_ok=True)
+        raise
+    state.profiler = profiler
+
+
+def finish(exit_code: int | None = None) -> None:
+    """Write this process's trace and record (once; only in the process that began it)."""
+    state = current()
+    if state is None or state.finished or state.root or state.helper:
+        return
+    state.finished = True
+    if exit_code is not None:
+        state.exit_code = exit_code
+    me = identity()
+    trace_file: str | None = None
+    profiler, state.profiler = state.profiler, None
+    if profiler is not None:
+        try:
+            profiler.add_metadata(PROCESS_KEY, me)
+            trace_file = str(profiler.stop())
+        except Exception as error:  # the process is ending: say why, never raise
+            sys.stderr.write(f"ncompass: warning: process {state.pid} wrote no trace: {error}\n")
+    markers: list[Any] = []
+    modules: list[list[str]] = []
+    if state.rewriting:
+        from ncompass.importer.registry import REGISTRY
+
+        markers = REGISTRY.manifest()
+        modules = [[module.name, module.path] for module in REGISTRY.modules()]
+    record = {
+        **me,
+        "exit_code": state.exit_code,
+        "trace_file": trace_file,
+        "markers": markers,
+        "modules": modules,
+    }
+    _write_json(os.path.join(state.records, f"{state.pid}{END_SUFFIX}"), record)
+
+
+def identity(process_name: str | None = None) -> dict[str, Any]:
+    """Who this process is: pid, parent pid, rank, role and command line.
+
+    Args:
+        process_name: Its ``multiprocessing`` name, while ``current_process()`` does not say.
+    """
+    rank = _rank()
+    command = " ".join(getattr(sys, "orig_argv", None) or sys.argv)
+    job = _job(process_name)
+    role = job or command
+    if rank is not None:
+        role = f"rank {rank}" + (f" · {job}" if job else "")
+    return {
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "rank": rank,
+        "role": role,
+        "command": command,
+    }
+
+
+def _rank() -> int | None:
+    for name in ("RANK", "LOCAL_RANK"):  # set by torchrun and torch.distributed launchers
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def _job(process_name: str | None) -> str | None:
+    """A DataLoader worker's number, else a multiprocessing child's name (vLLM's EngineCore)."""
+    worker = sys.modules.get("torch.utils.data._utils.worker")
+    info = getattr(worker, "_worker_info", None)
+    if info is not None:
+        return f"DataLoader worker {info.id}"
+    process = sys.modules.get("multiprocessing.process")
+    name: str | None = process_name
+    if name is None and process is not None:
+        name = process.current_process().name
+    if name is None:
+        return None
+    if name == "MainProcess":
+        return None
+    title = _process_title()
+    if name.startswith(_GENERIC_PROCESS_NAMES) and title:
+        return title
+    return name
+
+
+def _process_title() -> str | None:
+    """The title a process gave itself with ``setproctitle`` (vLLM names its processes)."""
+    module = sys.modules.get("setproctitle")
+    get = getattr(module, "getproctitle", None)
+    try:
+        title = get() if get is not None else None
+    except Exception:
+        return None
+    return title if isinstance(title, str) and title else None
+
+
+_forks_followed = False
+
+
+def _follow_forks() -> None:
+    global _forks_followed
+    if not _forks_followed:
+        _forks_followed = True
+        os.register_at_fork(after_in_child=lambda: _quietly(_after_fork_in_child))
+
+
+def _after_fork_in_child() -> None:
+    """A forked child is a process of its own: new record, new trace.
+
+    The profiler it inherits (the parent's recording, Kineto state included) is stopped and
+    dropped without writing, so the parent's events are never recorded twice; a fresh one
+    starts if the parent was recording.
+    """
+    global _state
+    parent = _state
+    if parent is None or parent.pid == os.getpid():
+        return
+    inherited = parent.profiler
+    if inherited is None and parent.root:
+        torch_backend = sys.modules.get("ncompass.capture.backends.torch")
+        inherited = torch_backend.TorchProfiler.active() if torch_backend is not None else None
+    child = Followed(parent.folder, parent.settings)
+    child.rewriting = parent.rewriting or parent.root
+    _state = child
+    for finder in [f for f in sys.meta_path if isinstance(f, _FollowFinder)]:
+        sys.meta_path.remove(finder)
+    if inherited is not None:
+        inherited.stop_and_discard()
+    begin(child)  # a fresh profiler too, if torch is imported
+
+
+def _finish_multiprocessing_children() -> None:
+    """``multiprocessing`` children leave through ``os._exit``: finish when their target ends.
+
+    That is when ``Process.run`` returns, while the interpreter still runs normally (once
+    ``_bootstrap`` returns, threading is shut down); a subclass with a ``run`` of its own
+    finishes when ``_bootstrap`` returns.
+    """
+    from multiprocessing import process
+
+    original = process.BaseProcess._bootstrap  # type: ignore[attr-defined]
+    if getattr(original, "_ncompass", False):
+        return
+    original_run = process.BaseProcess.run
+
+    def run(self: Any) -> None:
+        code = 1
+        try:
+            original_run(self)
+            code = 0
+        except SystemExit as error:
+            code = error.code if isinstance(error.code, int) else int(error.code is not None)
+            raise
+        finally:
+            if process.current_process() is self:
+                _quietly(lambda: finish(code))
+
+    def bootstrap(self: Any, *args: Any, **kwargs: Any) -> int:
+        state = current()
+        if state is not None and not state.finished and not state.helper:
+            # the process's name is known from here: a child killed later is named by it
+            start = os.path.join(state.records, f"{state.pid}{START_SUFFIX}")
+            _quietly(lambda: _write_json(start, identity(self.name)))
+        code: int = original(self, *args, **kwargs)
+        _quietly(lambda: finish(code))
+        return code
+
+    bootstrap._ncompass = True  # type: ignore[attr-defined]
+    process.BaseProcess._bootstrap = bootstrap  # type: ignore[attr-defined]
+    process.BaseProcess.run = run  # type: ignore[method-assign]
+
+
+def _report_subprocess_exits() -> None:
+    import subprocess
+
+    original = subprocess.Popen._handle_exitstatus  # type: ignore[attr-defined]
+    if getattr(original, "_ncompass", False):
+        return
+
+    def handle(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        report_exit(self.pid, self.returncode)
+        return result
+
+    handle._ncompass = True  # type: ignore[attr-defined]
+    subprocess.Popen._handle_exitstatus = handle  # type: ignore[attr-defined]
+
+
+def _report_multiprocessing_exits() -> None:
+    from multiprocessing import popen_fork
+
+    original = popen_fork.Popen.poll
+    if getattr(original, "_ncompass", False):
+        return
+
+    def poll(self: Any, *args: Any, **kwargs: Any) -> int | None:
+        code: int | None = original(self, *args, **kwargs)
+        if code is not None:
+            report_exit(self.pid, code)
+        return code
+
+    poll._ncompass = True  # type: ignore[attr-defined]
+    popen_fork.Popen.poll = poll  # type: ignore[method-assign]
+
+
+def report_exit(pid: int, code: int | None) -> None:
+    """Note a child's exit code for the run (its parent is the one process that learns it)."""
+    state = current()
+    if state is None or code is None or pid in state.reported_exits:
+        return
+    state.reported_exits.add(pid)
+    _quietly(lambda: _write_json(os.path.join(state.folder, f"{EXIT_PREFIX}{pid}"), code))
+
+
+def _write_json(path: str, value: object) -> None:
+    partial = f"{path}.{os.getpid()}.partial"
+    try:
+        with open(partial, "w", encoding="utf-8") as stream:
+            json.dump(value, stream)
+        os.replace(partial, path)
+    except OSError:
+        pass  # the run's folder is gone: the run has ended
+
+
+def _quietly(action: Callable[[], object]) -> None:
+    """Run what following adds; a failure is one warning, never the program's own error."""
+    try:
+        action()
+    except Exception as error:
+        sys.stderr.write(f"ncompass: warning: following process {os.getpid()}: {error}\n")
+
+
+__all__ = [
+    "EXIT_PREFIX",
+    "FOLLOW_ENV",
+    "PROCESS_KEY",
+    "Followed",
+    "begin",
+    "current",
+    "enable_run_spec",
+    "finish",
+    "identity",
+    "report_exit",
+    "start",
+    "start_profiler",
+    "stop_root",
+]

@@ -1,0 +1,383 @@
+"""The run's side of following its processes: start them on the run's spec, then list and merge.
+
+While the script runs, ``NCOMPASS_FOLLOW`` names a private folder holding the run's settings,
+its merged spec and a ``sitecustomize.py``; that folder is first on ``PYTHONPATH``, so every
+new Python interpreter of the run imports it at start-up. It checks the variable, starts
+:mod:`~ncompass.capture.follow.bootstrap` and then imports the ``sitecustomize`` it hides (the
+user's own, if there is one). A ``.pth`` file would not do: Python reads ``.pth`` files only in
+site-packages folders, not in ``PYTHONPATH`` ones. Forked children are followed by an
+``os.register_at_fork`` handler instead.
+
+When the script ends, :meth:`FollowedRun.finish` waits briefly for the children still writing,
+merges every trace written into the run's trace (the per-process traces stay beside it, in
+``NAME.processes/``) and lists every process for the sidecar, naming in one warning line each
+process whose trace is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ncompass.capture.environment import scoped_environment
+from ncompass.capture.follow import bootstrap
+from ncompass.capture.follow.bootstrap import (
+    END_SUFFIX,
+    EXIT_PREFIX,
+    FOLLOW_ENV,
+    PROCESS_KEY,
+    SETTINGS_FILE,
+    START_SUFFIX,
+    Followed,
+)
+from ncompass.capture.trace_files import claim_trace_path
+from ncompass.errors import TraceError
+from ncompass.traces.processes import ProcessTrace, merge_processes
+
+if TYPE_CHECKING:
+    from ncompass.capture.run_options import RunOptions
+    from ncompass.importer.registry import MarkerRecord
+    from ncompass.spec.models import RewriteConfig, TargetSpec
+
+FINISH_GRACE_S = 3.0
+"""How long the run waits, once its script has ended, for children still writing their trace."""
+
+PROCESSES_SUFFIX = ".processes"
+"""The folder beside the run's trace that keeps each process's own trace."""
+
+
+_SITECUSTOMIZE = f'''\
+"""Written by `ncompass run`: follows the run into this process, then runs the
+sitecustomize this one hides. Does nothing unless {FOLLOW_ENV} is set."""
+import os as _os
+import sys as _sys
+
+if _os.environ.get("{FOLLOW_ENV}"):
+    try:
+        from ncompass.capture.follow import bootstrap as _bootstrap
+    except Exception:
+        _sys.stderr.write(
+            "ncompass: warning: process %d (%s) cannot import ncompass (another Python "
+            "environment?); it runs without markers or recording\\n"
+            % (_os.getpid(), " ".join(getattr(_sys, "orig_argv", None) or _sys.argv))
+        )
+    else:
+        _bootstrap.start()
+
+
+def _chain():
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    saved = list(_sys.path)
+    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != here]
+    mine = _sys.modules.pop("sitecustomize", None)
+    try:
+        import sitecustomize  # noqa: F401
+    except ImportError:
+        if mine is not None:
+            _sys.modules["sitecustomize"] = mine
+    finally:
+        _sys.path[:] = saved
+
+
+_chain()
+'''
+
+
+@dataclass
+class FollowOutcome:
+    """What the run's processes did.
+
+    Attributes:
+        processes: One record per process (the run's own first): pid, ppid, rank, role,
+            command, exit_code, trace_file, markers (the names of the markers placed in it).
+        warnings: One line per process whose trace is missing.
+        markers: The marker sites placed in every process (each once).
+        modules: ``(name, path)`` of every module rewritten in a child.
+    """
+
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    markers: list[MarkerRecord] = field(default_factory=list)
+    modules: list[tuple[str, str]] = field(default_factory=list)
+
+    def still_unplaced(self, targets: list[TargetSpec]) -> list[TargetSpec]:
+        """Of the targets the run's own process never imported, those no child imported either."""
+        names = {name for name, _ in self.modules}
+        paths = {os.path.realpath(path) for _, path in self.modules}
+        return [
+            target
+            for target in targets
+            if not (
+                (target.module is not None and target.module in names)
+                or (target.file is not None and os.path.realpath(target.file) in paths)
+            )
+        ]
+
+
+class FollowedRun:
+    """One ``ncompass run`` that follows its processes.
+
+    Args:
+        folder: The private folder the children find through ``NCOMPASS_FOLLOW``.
+        traces: Where the children write their traces (None: the profiler writes none).
+        command: The run's command as the user gave it.
+    """
+
+    def __init__(self, folder: Path, traces: Path | None, command: str) -> None:
+        self.folder = folder
+        self.traces = traces
+        self.command = command
+        self.root_pid = os.getpid()
+
+    @classmethod
+    def begin(
+        cls, config: RewriteConfig, options: RunOptions, trace_path: Path | None
+    ) -> FollowedRun:
+        """Prepare the folder the run's children read, and follow forks of this process."""
+        # one flat folder (each directory is one more to remove): the sitecustomize, the
+        # settings and the processes' records, none of the others importable
+        folder = Path(tempfile.mkdtemp(prefix="ncompass-follow-"))
+        (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+        spec = folder / "spec.pickle"
+        spec.write_bytes(pickle.dumps(config))
+        traces = None  # made by the first child that records
+        if options.profiler == "torch" and trace_path is not None:
+            traces = processes_folder(trace_path)
+        stems = {Path(target.file).stem for target in config.targets if target.file}
+        settings = {
+            "root_pid": os.getpid(),
+            "modules": sorted({t.module for t in config.targets if t.module}),
+            "file_stems": sorted(stems),
+            "profiler": options.profiler,
+            "profiler_options": {
+                "record_shapes": options.record_shapes,
+                "profile_memory": options.profile_memory,
+                "with_stack": options.with_stack,
+            },
+            "spec": str(spec),
+            "traces": str(traces) if traces is not None else None,
+        }
+        (folder / SETTINGS_FILE).write_text(json.dumps(settings), encoding="utf-8")
+        command = " ".join(
+            [*(["-m", options.module] if options.module else [options.script or ""]), *options.args]
+        )
+        run = cls(folder, traces, command)
+        bootstrap.begin(Followed(str(folder), settings, root=True))
+        return run
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """The children started inside the block are followed; on an error the folder goes."""
+        path = os.environ.get("PYTHONPATH")
+        site = str(self.folder)
+        variables = {
+            FOLLOW_ENV: str(self.folder),
+            "PYTHONPATH": site + (os.pathsep + path if path else ""),
+        }
+        try:
+            with scoped_environment(variables):
+                yield
+        except BaseException:
+            self.abandon()
+            raise
+
+    def identity(self) -> dict[str, Any]:
+        """The run's own process, as the merged trace and the sidecar name it."""
+        me = bootstrap.identity()
+        rank = me["rank"]
+        return {**me, "role": f"rank {rank}" if rank is not None else self.command}
+
+    def profiler_started(self, profiler: object) -> None:
+        """Name the run's own process in its trace (the torch profiler only)."""
+        add_metadata = getattr(profiler, "add_metadata", None)
+        if add_metadata is not None:
+            add_metadata(PROCESS_KEY, self.identity())
+
+    def abandon(self) -> None:
+        """Stop following and remove the private folder (the per-process traces stay)."""
+        bootstrap.stop_root()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.traces is not None:
+            with contextlib.suppress(OSError):
+                self.traces.rmdir()  # only when empty
+
+    def finish(
+        self, root_trace: Path | None, root_markers: list[MarkerRecord], exit_code: int
+    ) -> FollowOutcome:
+        """Wait for the children, merge their traces into ``root_trace``, list every process."""
+        try:
+            _join_multiprocessing_children()
+            started, ended = self._wait_for_children()
+            outcome = self._outcome(started, ended, root_trace, root_markers, exit_code)
+            if root_trace is not None and self.traces is not None:
+                self._merge(root_trace, outcome)
+            return outcome
+        finally:
+            self.abandon()
+
+    def _wait_for_children(self) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
+        deadline = time.monotonic() + FINISH_GRACE_S
+        while True:
+            started = _records(self.folder, START_SUFFIX)
+            ended = _records(self.folder, END_SUFFIX)
+            running = [pid for pid in started if pid not in ended and _alive(pid)]
+            if not running or time.monotonic() > deadline:
+                return started, ended
+            time.sleep(0.05)
+
+    def _outcome(
+        self,
+        started: dict[int, dict[str, Any]],
+        ended: dict[int, dict[str, Any]],
+        root_trace: Path | None,
+        root_markers: list[MarkerRecord],
+        exit_code: int,
+    ) -> FollowOutcome:
+        outcome = FollowOutcome(markers=list(root_markers))
+        outcome.processes.append(
+            {
+                **self.identity(),
+                "exit_code": exit_code,
+                "trace_file": str(root_trace) if root_trace is not None else None,
+                "markers": sorted({m["name"] for m in root_markers}),
+            }
+        )
+        seen = {(m["module"], m["id"]) for m in root_markers}
+        exits = _exit_codes(self.folder)
+        for pid, start in started.items():
+            end = ended.get(pid)
+            record = dict(end if end is not None else start)
+            markers: list[MarkerRecord] = record.pop("markers", None) or []
+            modules = record.pop("modules", None) or []
+            code = exits.get(pid, record.get("exit_code"))
+            outcome.processes.append(
+                {
+                    "pid": pid,
+                    "ppid": record.get("ppid"),
+                    "rank": record.get("rank"),
+                    "role": record.get("role"),
+                    "command": record.get("command"),
+                    "exit_code": code,
+                    "trace_file": record.get("trace_file"),
+                    "markers": sorted({m["name"] for m in markers}),
+                }
+            )
+            outcome.modules += [(name, path) for name, path in modules]
+            for marker in markers:
+                if (marker["module"], marker["id"]) not in seen:
+                    seen.add((marker["module"], marker["id"]))
+                    outcome.markers.append(marker)
+            if end is None:
+                outcome.warnings.append(_missing(pid, record, code))
+        return outcome
+
+    def _merge(self, root_trace: Path, outcome: FollowOutcome) -> None:
+        assert self.traces is not None
+        if len(outcome.processes) < 2 or not root_trace.is_file():
+            return  # no child: the run's trace stays as the profiler wrote it
+        own = claim_trace_path(self.traces, str(self.root_pid))
+        os.replace(root_trace, own)
+        outcome.processes[0]["trace_file"] = str(own)
+        traces = [
+            ProcessTrace(Path(p["trace_file"]), p["pid"], p["role"])
+            for p in outcome.processes
+            if p["trace_file"]
+        ]
+        try:
+            merge_processes(traces, root_trace, metadata={"ncompass_processes": outcome.processes})
+        except (TraceError, OSError) as error:
+            outcome.warnings.append(
+                f"the processes' traces were not merged ({error}); the run's own trace is "
+                f"{root_trace}, the others are in {self.traces}"
+            )
+            shutil.copyfile(own, root_trace)
+
+
+def processes_folder(trace_path: Path) -> Path:
+    """The folder beside a run's trace that keeps each process's own trace."""
+    return trace_path.with_name(trace_path.stem + PROCESSES_SUFFIX)
+
+
+def _join_multiprocessing_children() -> None:
+    """Wait for the non-daemon ``multiprocessing`` children, as the interpreter would at exit."""
+    if "multiprocessing" not in sys.modules:
+        return
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        if not child.daemon:
+            child.join()
+
+
+def _records(folder: Path, suffix: str) -> dict[int, dict[str, Any]]:
+    records: dict[int, dict[str, Any]] = {}
+    for path in sorted(folder.glob(f"*{suffix}"), key=_modified):
+        with contextlib.suppress(OSError, ValueError):
+            records[int(path.name[: -len(suffix)])] = json.loads(path.read_bytes())
+    return records
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _exit_codes(folder: Path) -> dict[int, int]:
+    codes: dict[int, int] = {}
+    for path in folder.glob(f"{EXIT_PREFIX}*"):
+        with contextlib.suppress(OSError, ValueError):
+            codes[int(path.name[len(EXIT_PREFIX) :])] = int(path.read_text())
+    return codes
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, ended but not yet waited for, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def _missing(pid: int, record: dict[str, Any], code: int | None) -> str:
+    if code is None:
+        why = "it was still running when the run ended"
+    elif code < 0:
+        try:
+            why = f"it was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            why = f"it was killed by signal {-code}"
+    else:
+        why = f"it exited with code {code} before writing it (os._exit?)"
+    return (
+        f"process {pid} ({record.get('role') or record.get('command')}) left no trace: {why}; "
+        "what it recorded is lost"
+    )
+
+
+__all__ = [
+    "FINISH_GRACE_S",
+    "PROCESSES_SUFFIX",
+    "FollowOutcome",
+    "FollowedRun",
+    "processes_folder",
+]

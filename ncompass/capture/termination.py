@@ -1,0 +1,134 @@
+"""How ``ncompass run`` ends when it is told to stop: SIGTERM and Ctrl-C.
+
+Schedulers, ``timeout``, Kubernetes and ``ray job stop`` end a process with SIGTERM, whose
+default action kills Python at once: the trace being recorded is lost. Under
+:func:`stop_on_signals`, SIGTERM instead raises :class:`Terminated`, a ``KeyboardInterrupt``,
+so the program unwinds exactly as it does on Ctrl-C and the run writes its trace and sidecar;
+the process then exits with 143 (128 + SIGTERM), as a killed process would.
+
+Only the first stop signal (Ctrl-C's SIGINT or SIGTERM) counts. Stops come more than once: a
+signal sent to a process group and the same one passed on by a parent (``--nsys``,
+``nvtx-trace``), or ``ray job stop``'s SIGTERM followed by the launcher's SIGINT, arrive
+together, and a second ``KeyboardInterrupt`` raised while the trace is being written would
+lose it. So after the first, both are ignored by the system itself (``SIG_IGN``, which also
+holds while Python shuts down and C exit handlers such as the NVTX recorder's write their
+output); SIGKILL (or Ctrl-\\) still ends the process at once. What the first one does depends
+on where the run is:
+
+- before the program starts: it stops the run at once (nothing is left behind: see the
+  runner's clean-up); the command line says so in one line, exit code 130 or 143;
+- while the program runs (:func:`program_running`): Ctrl-C raises ``KeyboardInterrupt`` as
+  usual, SIGTERM raises :class:`Terminated`;
+- once the program has ended, while the trace and sidecar are written: it waits, and the exit
+  code still says it came (:func:`exit_code`).
+
+Standard library only: the rank of a remote job (:mod:`ncompass.remote.rank`) installs the
+same handling before anything else.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
+INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: the run stops as on Ctrl-C, writes what it has, and exits 143."""
+
+    exit_code = TERMINATED_EXIT_CODE
+
+    def __str__(self) -> str:
+        return "stopped by SIGTERM"
+
+
+class _State:
+    """Where the run is, as the handlers see it (one run per process)."""
+
+    phase = "starting"  # starting -> running -> finishing
+    stopping = False  # the first stop signal came
+    terminated = False  # the first stop signal was SIGTERM
+    deferred_interrupt = False  # the first was a Ctrl-C that came while the results were written
+
+
+def _on_stop(signum: int, frame: FrameType | None) -> None:
+    """The first SIGINT or SIGTERM: the run ends; any later one is ignored (module docstring)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _State.stopping = True
+    _State.terminated = signum == signal.SIGTERM
+    if _State.phase == "finishing":
+        _State.deferred_interrupt = not _State.terminated
+        return
+    raise Terminated if _State.terminated else KeyboardInterrupt
+
+
+def stop_on_signals() -> None:
+    """Install the handling described in the module docstring (main thread only; idempotent).
+
+    Also unblocks SIGINT and SIGTERM: a process started with them blocked (Ray's job
+    supervisor blocks SIGINT, and the mask is inherited) would never see them.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return  # signals are delivered to the main thread only; nothing to install
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    if _State.stopping:
+        return  # installed before (a rank's entry point), and the first signal came: ignored
+    signal.signal(signal.SIGTERM, _on_stop)
+    signal.signal(signal.SIGINT, _on_stop)
+
+
+@contextmanager
+def program_running() -> Iterator[None]:
+    """The block is the profiled program (or the child that runs it): signals stop it.
+
+    When the block ends, however it ends, the run moves on to writing its results, which
+    signals no longer interrupt. A SIGTERM that came before the block raises on entry.
+    """
+    if _State.terminated:
+        raise Terminated
+    _State.phase = "running"
+    try:
+        yield
+    finally:
+        _State.phase = "finishing"
+
+
+def terminated() -> bool:
+    """Whether a SIGTERM arrived (under :func:`stop_on_signals`)."""
+    return _State.terminated
+
+
+def exit_code(code: int) -> int:
+    """The process's exit code for a run whose program ended with ``code``.
+
+    143 once a SIGTERM stopped the run (the trace was written first), 130 for a Ctrl-C held
+    back while the results were written of a program that succeeded; ``code`` otherwise.
+    """
+    if _State.terminated:
+        return TERMINATED_EXIT_CODE
+    if _State.deferred_interrupt and code == 0:
+        return INTERRUPTED_EXIT_CODE
+    return code
+
+
+def interrupted_exit_code(interrupt: KeyboardInterrupt) -> int:
+    """The exit code of a command stopped by ``interrupt`` (130 for Ctrl-C, 143 for SIGTERM)."""
+    return TERMINATED_EXIT_CODE if isinstance(interrupt, Terminated) else INTERRUPTED_EXIT_CODE
+
+
+__all__ = [
+    "INTERRUPTED_EXIT_CODE",
+    "TERMINATED_EXIT_CODE",
+    "Terminated",
+    "exit_code",
+    "interrupted_exit_code",
+    "program_running",
+    "stop_on_signals",
+    "terminated",
+]
