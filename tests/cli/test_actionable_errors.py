@@ -272,7 +272,7 @@ def test_spec_validate_reports_every_schema_error(tmp_path: Path) -> None:
 def test_session_run_help_describes_every_option() -> None:
     done = CliRunner().invoke(ncompass_cli, ["session", "run", "--help"])
     options = re.findall(r"^  (-\w, )?--[a-z-]+[^\n]*$", done.output, re.MULTILINE)
-    described = re.findall(r"^  (-\w, )?--[a-z-]+ ?[A-Z ]*  +\S", done.output, re.MULTILINE)
+    described = re.findall(r"^  (-\w, )?--[a-z-]+ ?[A-Z:_ ]*  +\S", done.output, re.MULTILINE)
     assert len(described) == len(options) > 5, done.output
 
 
@@ -283,7 +283,7 @@ def test_session_run_help_describes_every_option() -> None:
 OTHER_PROGRAMS = {
     "--force-overwrite", "--output", "--trace", "--type", "--query-gpu", "--format",
     "--nproc-per-node", "--master-port", "--cuda-memory-usage", "--dashboard-port",
-    "--epochs", "--steps", "--new-tokens", "--job-id",
+    "--epochs", "--steps", "--new-tokens", "--job-id", "--capture-range",
 }  # fmt: skip
 SUGGESTION = re.compile(r"`ncompass ((?:[a-z][a-z-]* ?)+)([^`]*)`")
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")

@@ -349,7 +349,8 @@ def test_a_job_waiting_for_gpus_says_what_it_waits_for_and_ctrl_c_detaches(
         output_dir=tmp_path,
         address=cluster.url,
     )
-    settings = ConfigFile(tmp_path / "none.yaml", RemoteConfig(token=cluster.token))
+    saved = RemoteConfig(address=cluster.url, token=cluster.token)  # a token goes to its address
+    settings = ConfigFile(tmp_path / "none.yaml", saved)
     result = submission.submit(options, Impatient(), settings)
     try:
         assert result.exit_code == 130
