@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ncompass import environment_variables
 from ncompass.capture.environment import scoped_environment
+from ncompass.capture.termination import stops_go_to_the_main_thread
 from ncompass.errors import CaptureError
 from ncompass.importer.hook import WholeRunRange
 from ncompass.importer.registry import REGISTRY, MarkerRecord
@@ -82,12 +83,13 @@ def profiled(
     if runner:
         environment[environment_variables.NCOMPASS_RUNNER] = "1"
     with scoped_environment(environment):
-        if windows is None or windows.marks_only:
-            profiler.start()
-        if windows is not None:
-            windows.begin()
-        if on_start is not None:
-            on_start()
+        with stops_go_to_the_main_thread():  # the threads these start never take SIGTERM
+            if windows is None or windows.marks_only:
+                profiler.start()
+            if windows is not None:
+                windows.begin()
+            if on_start is not None:
+                on_start()
         run = ProfiledRun(WholeRunRange(config.context, enabled=config.full_trace_mode))
         try:
             if yield_to_code_profiler:

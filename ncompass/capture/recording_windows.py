@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ncompass.capture.spans import Trigger, WindowRecord
+from ncompass.capture.termination import stops_go_to_the_main_thread
 from ncompass.capture.trace_files import claim_trace_path
 from ncompass.capture.triggers import RecordingWindowOptions
 from ncompass.errors import CaptureError
@@ -140,14 +141,15 @@ class RecordingWindows:
         with self._lock:
             if self._ended or self._open is not None:
                 return False
-            if self._prepared is None:
-                self.prepare()
-            assert self._prepared is not None
-            backend, trace = self._prepared
-            self._prepared = None
-            window: WindowRecord = {**record, "number": len(self.spans) + 1}
-            started = time.time()
-            backend.start()
+            with stops_go_to_the_main_thread():  # the profiler's threads never take SIGTERM
+                if self._prepared is None:
+                    self.prepare()
+                assert self._prepared is not None
+                backend, trace = self._prepared
+                self._prepared = None
+                window: WindowRecord = {**record, "number": len(self.spans) + 1}
+                started = time.time()
+                backend.start()
             self._open = _OpenSpan(window, trace, backend, started, time.perf_counter())
             return True
 
@@ -157,7 +159,8 @@ class RecordingWindows:
             written = self._close()
             if self._prepare_after_close and not self._ended:
                 self._prepare_after_close = False
-                self.prepare()
+                with stops_go_to_the_main_thread():
+                    self.prepare()
             return written
 
     def time_spans(self) -> list[tuple[Path, float, float]]:

@@ -99,6 +99,27 @@ def program_running() -> Iterator[None]:
         _State.phase = "finishing"
 
 
+@contextmanager
+def stops_go_to_the_main_thread() -> Iterator[None]:
+    """Threads started in the block (a profiler's, a sampler's) never take SIGINT or SIGTERM.
+
+    The kernel hands a process's signal to any thread that does not block it. Python runs the
+    handler in the main thread, but only once the main thread runs again: a program waiting in
+    ``time.sleep`` or a blocking read would not see a SIGTERM that a profiler thread took until
+    its wait ended (a rank told to stop kept sleeping). Threads inherit the signal mask of the
+    thread that starts them, so the main thread blocks both while it starts them; a signal that
+    comes meanwhile waits and is delivered when the block ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def terminated() -> bool:
     """Whether a SIGTERM arrived (under :func:`stop_on_signals`)."""
     return _State.terminated
@@ -130,5 +151,6 @@ __all__ = [
     "interrupted_exit_code",
     "program_running",
     "stop_on_signals",
+    "stops_go_to_the_main_thread",
     "terminated",
 ]

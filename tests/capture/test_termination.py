@@ -183,3 +183,34 @@ def _open_when_read(process: subprocess.Popen[bytes], fifo: Path) -> int:
     process.kill()
     process.wait()
     pytest.fail("the run never opened its spec")
+
+
+THREAD_MASKS = """\
+import os, signal, threading, torch
+
+def blocks_stops(task):
+    with open(f"/proc/self/task/{task}/status") as status:
+        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigBlk:"))
+    return all(mask >> (number - 1) & 1 for number in (signal.SIGINT, signal.SIGTERM))
+
+main = threading.get_native_id()
+others = [int(task) for task in os.listdir("/proc/self/task") if int(task) != main]
+print("threads", len(others), "taking stops", [t for t in others if not blocks_stops(t)])
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
+def test_the_profilers_threads_leave_stop_signals_to_the_main_thread(tmp_path: Path) -> None:
+    """A SIGTERM taken by a profiler thread would not interrupt a main thread waiting in
+    time.sleep: the run would stop only when the wait ended (a stopped rank kept sleeping)."""
+    (tmp_path / "masks.py").write_text(THREAD_MASKS)
+    done = subprocess.run(
+        [sys.executable, "-m", "ncompass", "run", "--output-dir", str(tmp_path / "out"),
+         "--no-follow", str(tmp_path / "masks.py")],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("threads"))
+    assert int(line.split()[1]) > 0, line  # the torch profiler runs threads of its own
+    assert line.endswith("taking stops []"), line

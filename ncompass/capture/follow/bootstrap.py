@@ -255,7 +255,10 @@ def start_profiler() -> None:
     options = state.settings.get("profiler_options") or {}
     profiler = make_profiler("torch", path, **options)
     try:
-        profiler.start()
+        from ncompass.capture.termination import stops_go_to_the_main_thread
+
+        with stops_go_to_the_main_thread():  # the profiler's threads never take SIGTERM
+            profiler.start()
     except Exception:
         path.unlink(missing_ok=True)
         raise
