@@ -29,6 +29,10 @@ from ncompass.traces.link import NO_LINK, LinkedTrace, Marker, link_trace
 _TIE_SHARE = 0.10
 # ... or when the gap is under this many standard errors of the per-repeat gaps
 _TIE_ERRORS = 2.0
+# never a tie when the winner beats the runner-up by this share of its own time in every repeat:
+# with two or three repeats the spread of the gaps says nothing (one preempted repeat makes it
+# as large as the gap), and no noise makes one statement twice another's in every repeat
+_CLEAR_SHARE = 0.5
 _TOP_OPS = 5
 # an occurrence above this many times its statement's median is clipped to it (an outlier)
 _OUTLIER = 3.0
@@ -246,7 +250,8 @@ def decide(ranking: Ranking, runs: int, basis: str, measured_by: str) -> Answer 
         mean_gap = statistics.fmean(gaps)
         noise = _TIE_ERRORS * statistics.stdev(gaps) / len(gaps) ** 0.5 if len(gaps) > 1 else 0.0
         wins = sum(1 for gap in gaps if gap > 0)
-        if mean_gap <= max(noise, _TIE_SHARE * top_mean) or 2 * wins <= len(gaps):
+        clear = all(gap > _CLEAR_SHARE * time for gap, time in zip(gaps, top_times, strict=True))
+        if not clear and (mean_gap <= max(noise, _TIE_SHARE * top_mean) or 2 * wins <= len(gaps)):
             tied.append(other)
         if wins < len(gaps):
             clear_everywhere = False

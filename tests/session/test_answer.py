@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ncompass.session.answer import Answer, answer_from_markers
+from ncompass.session.answer import Answer, Ranking, answer_from_markers, decide
 from ncompass.session.callstacks import stack_profile
 from ncompass.session.findings import gpu_launches
 from ncompass.session.history import IterationRecord
@@ -99,3 +99,24 @@ def test_a_trace_with_compiled_regions_is_read(tmp_path: Path) -> None:
     assert answer is not None
     assert answer.self_ms == 0.04  # 100 µs less the compiled region nested in it
     assert [op.name for op in answer.ops] == ["aten::mm"]
+
+
+def _ranking(per_repeat: dict[str, list[float]]) -> Ranking:
+    names = {
+        key: {"file": "m.py", "lines": [n, n], "statement": key, "function": "f"}
+        for n, key in enumerate(per_repeat, 1)
+    }
+    totals = [sum(times) * 1.2 for times in zip(*per_repeat.values(), strict=True)]
+    return Ranking(names, per_repeat, totals, calls=True)
+
+
+def test_a_statement_many_times_the_next_in_every_repeat_is_no_tie_however_noisy() -> None:
+    # one repeat preempted (70 ms instead of 20): the gaps' spread is as large as the gap, yet
+    # the planted statement is hundreds of times the next one in every repeat
+    planted = decide(
+        _ranking({"planted": [30e3, 20e3, 70e3], "small": [90, 80, 85]}), 2, "cpu", "m"
+    )
+    assert planted is not None and planted.statement == "planted"
+    assert planted.confidence == "high" and planted.tied_with == []
+    even = decide(_ranking({"a": [20e3, 21e3, 19e3], "b": [20e3, 19e3, 22e3]}), 2, "cpu", "m")
+    assert even is not None and even.confidence == "tie"
