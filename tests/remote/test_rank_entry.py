@@ -29,9 +29,10 @@ def test_a_rank_is_started_with_the_entry_point_beside_main() -> None:
     assert RANK_MODULE == "ncompass._rank_main"
 
 
-def test_sigterm_stops_a_rank_with_its_trace_written(tmp_path: Path) -> None:
+def _started_rank(tmp_path: Path) -> subprocess.Popen[str]:
+    """One rank's process running a script that waits to be stopped."""
     (tmp_path / "job.py").write_text(WAIT_FOR_STOP)
-    rank = subprocess.Popen(
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -49,6 +50,10 @@ def test_sigterm_stops_a_rank_with_its_trace_written(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_sigterm_stops_a_rank_with_its_trace_written(tmp_path: Path) -> None:
+    rank = _started_rank(tmp_path)
     try:
         assert rank.stdout is not None
         assert rank.stdout.readline() == "started\n"
@@ -64,25 +69,7 @@ def test_sigterm_stops_a_rank_with_its_trace_written(tmp_path: Path) -> None:
 def test_a_rank_stopping_finishes_its_trace_through_further_signals(tmp_path: Path) -> None:
     """``ray job stop`` sends SIGTERM to the launcher and to every rank at once; the launcher
     then interrupts the ranks again with SIGINT. The repeats must not cut the trace short."""
-    (tmp_path / "job.py").write_text(WAIT_FOR_STOP)
-    rank = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            RANK_MODULE,
-            "run",
-            "--output-dir",
-            str(tmp_path / "traces"),
-            "--trace-name",
-            "job-rank0",
-            "job.py",
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    rank = _started_rank(tmp_path)
     try:
         assert rank.stdout is not None
         assert rank.stdout.readline() == "started\n"
