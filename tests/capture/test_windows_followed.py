@@ -65,12 +65,18 @@ targets:
         name: step
 """
 
-THREE_CHILDREN = """
+CHILDREN = """
 import multiprocessing
 
 import work
 
 if __name__ == "__main__":
+    for i in range(1, 5):
+        work.step(i)  # the run's own window 1 is open from here (calls 4 to 6)
+    fork = multiprocessing.get_context("fork").Process(
+        target=work.calls, args=(12,), name="fork child"
+    )
+    fork.start()  # a forked child counts its own calls from 1
     spawn = multiprocessing.get_context("spawn")
     children = [
         spawn.Process(target=work.calls, args=(12,), name="child 0"),
@@ -79,8 +85,10 @@ if __name__ == "__main__":
     ]
     for child in children:
         child.start()
-    for child in children:
+    for child in [fork, *children]:
         child.join()
+    for i in range(5, 13):
+        work.step(i)
 """
 
 ONE_CHILD_UNTIL_STOPPED = """
@@ -144,7 +152,7 @@ def _warnings(stderr: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def by_marker(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    folder = _project(tmp_path_factory.mktemp("by-marker"), THREE_CHILDREN)
+    folder = _project(tmp_path_factory.mktemp("by-marker"), CHILDREN)
     result = subprocess.run(
         _run_command(
             "--trace-name", "run", "--window", "step:4:3", "--repeat", "2", "--every", "5",
@@ -163,24 +171,25 @@ def by_marker(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
 def test_each_child_records_its_own_calls_of_the_window(by_marker: tuple[Path, Any]) -> None:
     folder, _ = by_marker
     trace = _trace(folder / "out" / "run-w1.json")
-    assert _calls_by_role(trace) == {"child 0": [4, 5, 6], "child 1": [4, 5, 6]}
+    each = [4, 5, 6]
+    assert _calls_by_role(trace) == dict.fromkeys(["main.py", "fork child", "child 0", "child 1"], each)
     sidecar = _trace(folder / "out" / "run-w1.ncompass.json")
     assert sidecar["window"]["first_call"] == 4 and sidecar["window"]["last_call"] == 6
     assert sidecar["processes"] == trace["ncompass_processes"]
     processes = {p["role"]: p for p in trace["ncompass_processes"]}
     assert list(processes)[0] == "main.py"  # the run's own first
-    assert sorted(processes) == ["child 0", "child 1", "killed child", "main.py"]
-    for role in ("child 0", "child 1"):  # each process's own part stays beside the run's
+    assert sorted(processes) == ["child 0", "child 1", "fork child", "killed child", "main.py"]
+    for role in ("main.py", "fork child", "child 0", "child 1"):  # each process's own part stays beside the run's
         own = folder / processes[role]["trace_file"]
         assert own.parent.name == "run.processes"
         assert own.name == f"{processes[role]['pid']}-w1.json"
-    assert processes["main.py"]["trace_file"] is None  # it never called the marker
 
 
 def test_repeat_every_records_each_window_in_every_child(by_marker: tuple[Path, Any]) -> None:
     folder, _ = by_marker
     trace = _trace(folder / "out" / "run-w2.json")
-    assert _calls_by_role(trace) == {"child 0": [9, 10, 11], "child 1": [9, 10, 11]}
+    each = [9, 10, 11]
+    assert _calls_by_role(trace) == dict.fromkeys(["main.py", "fork child", "child 0", "child 1"], each)
     assert _trace(folder / "out" / "run-w2.ncompass.json")["window"]["first_call"] == 9
     assert not (folder / "out" / "run-w3.json").exists()
     assert not (folder / "out" / "run.json").exists()  # only windows are recorded

@@ -194,6 +194,7 @@ class FollowedRun:
             )
             if options.recording_windows.on_demand:
                 followed_windows.follow_captures(windows, folder)
+            followed_windows.adopt_run_windows(windows)
         (folder / SETTINGS_FILE).write_text(json.dumps(settings), encoding="utf-8")
         command = " ".join(
             [*(["-m", options.module] if options.module else [options.script or ""]), *options.args]
@@ -235,6 +236,10 @@ class FollowedRun:
     def abandon(self) -> None:
         """Stop following and remove the private folder (the per-process traces stay)."""
         bootstrap.stop_root()
+        if self.windows_stem is not None:
+            from ncompass.capture.follow.windows import adopt_run_windows
+
+            adopt_run_windows(None)
         shutil.rmtree(self.folder, ignore_errors=True)
         if self.traces is not None:
             with contextlib.suppress(OSError):

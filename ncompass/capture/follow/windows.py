@@ -194,7 +194,7 @@ class ProcessWindows:
     writes it as ``NAME.processes/PID-wN.json`` and notes it in the run's folder.
     """
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: Any, inherited: RecordingWindows | None = None) -> None:
         settings = state.settings[SETTINGS_KEY]
         self.pid: int = state.pid
         self.folder = Path(state.folder)
@@ -205,15 +205,19 @@ class ProcessWindows:
         self._noted = 0
         self._claimed: list[Path] = []
         self.options = RecordingWindowOptions(**settings["options"])
-        trigger = self._trigger(settings)
+        trigger = self._trigger(settings, _drop(inherited) if inherited is not None else None)
         self.windows: RecordingWindows | None = None
         if trigger is not None:
             self.windows = RecordingWindows(
                 trigger, self._make_backend, self.traces, str(self.pid), claims_traces=False
             )
 
-    def _trigger(self, settings: dict[str, Any]) -> Trigger | None:
+    def _trigger(
+        self, settings: dict[str, Any], inherited: MarkerWindows | None
+    ) -> Trigger | None:
         options = self.options
+        if inherited is not None:  # forked: the sites bound before the fork count into it
+            return _Counting(inherited, self, restart=True)
         if options.marker is not None:
             return _Counting(
                 MarkerWindows(
@@ -306,16 +310,27 @@ class _Counting:
     A window that never opens is said once for the whole run, by the run's own process.
     """
 
-    def __init__(self, trigger: MarkerWindows | TimedWindow, process: ProcessWindows) -> None:
+    def __init__(
+        self,
+        trigger: MarkerWindows | TimedWindow,
+        process: ProcessWindows,
+        *,
+        restart: bool = False,
+    ) -> None:
         self._trigger = trigger
         self._process = process
+        self._restart = restart
 
     @property
     def calls(self) -> int | None:
         return self._trigger.calls if isinstance(self._trigger, MarkerWindows) else None
 
     def install(self, sink: SpanSink) -> None:
-        self._trigger.install(_NotingSink(sink, self._process))
+        noting = _NotingSink(sink, self._process)
+        if self._restart and isinstance(self._trigger, MarkerWindows):
+            self._trigger.restart(noting)
+        else:
+            self._trigger.install(noting)
 
     def uninstall(self) -> str | None:
         self._trigger.uninstall()
@@ -337,15 +352,43 @@ class _NotingSink:
         return self._process.close_noted(self._sink)
 
 
+def _drop(windows: RecordingWindows) -> MarkerWindows | None:
+    """A forked child's copy of its parent's windows: end it without writing anything (the
+    parent writes its own spans); returns its marker trigger, for the child to take over."""
+    span, windows._open = windows._open, None
+    prepared, windows._prepared = windows._prepared, None
+    windows._ended = True
+    for backend in (span.backend if span else None, prepared[0] if prepared else None):
+        discard = getattr(backend, "stop_and_discard", None)
+        if discard is not None:
+            with contextlib.suppress(Exception):  # a prepared profiler was never started
+                discard()
+    trigger = windows.trigger
+    if isinstance(trigger, _Counting):
+        trigger = trigger._trigger
+    return trigger if isinstance(trigger, MarkerWindows) else None
+
+
 _process_windows: ProcessWindows | None = None
+_run_windows: RecordingWindows | None = None
+
+
+def adopt_run_windows(windows: RecordingWindows | None) -> None:
+    """Note the run's own windows (None: the run ended): a process forked from the run's
+    takes them over."""
+    global _run_windows
+    _run_windows = windows
 
 
 def start_windows(state: Any) -> None:
     """Start recording windows in this followed process (once)."""
     global _process_windows
-    if _process_windows is not None and _process_windows.pid == os.getpid():
-        return
-    _process_windows = ProcessWindows(state)
+    inherited = _run_windows
+    if _process_windows is not None:
+        if _process_windows.pid == os.getpid():
+            return
+        inherited = _process_windows.windows  # forked from a followed process
+    _process_windows = ProcessWindows(state, inherited)
     _process_windows.begin()
 
 
@@ -524,6 +567,7 @@ __all__ = [
     "BroadcastCaptures",
     "FollowedCaptures",
     "ProcessWindows",
+    "adopt_run_windows",
     "finish_windows",
     "follow_captures",
     "merge_windows",
