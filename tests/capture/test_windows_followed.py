@@ -22,6 +22,8 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.slow  # every test starts real processes that import torch
 
 REPO = Path(__file__).resolve().parents[2]
+REPEAT = ("--repeat", "2", "--every", "5")
+RECORDED = ["main.py", "fork child", "child 0", "child 1"]  # the processes that call the step
 
 # the call number is recorded with each step: a nested range named after it
 WORK = """
@@ -154,10 +156,7 @@ def _warnings(stderr: str) -> list[str]:
 def by_marker(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     folder = _project(tmp_path_factory.mktemp("by-marker"), CHILDREN)
     result = subprocess.run(
-        _run_command(
-            "--trace-name", "run", "--window", "step:4:3", "--repeat", "2", "--every", "5",
-            "main.py",
-        ),  # fmt: skip
+        _run_command("--trace-name", "run", "--window", "step:4:3", *REPEAT, "main.py"),
         cwd=folder,
         env=_environment(folder),
         capture_output=True,
@@ -172,14 +171,14 @@ def test_each_child_records_its_own_calls_of_the_window(by_marker: tuple[Path, A
     folder, _ = by_marker
     trace = _trace(folder / "out" / "run-w1.json")
     each = [4, 5, 6]
-    assert _calls_by_role(trace) == dict.fromkeys(["main.py", "fork child", "child 0", "child 1"], each)
+    assert _calls_by_role(trace) == dict.fromkeys(RECORDED, each)
     sidecar = _trace(folder / "out" / "run-w1.ncompass.json")
     assert sidecar["window"]["first_call"] == 4 and sidecar["window"]["last_call"] == 6
     assert sidecar["processes"] == trace["ncompass_processes"]
     processes = {p["role"]: p for p in trace["ncompass_processes"]}
-    assert list(processes)[0] == "main.py"  # the run's own first
+    assert next(iter(processes)) == "main.py"  # the run's own first
     assert sorted(processes) == ["child 0", "child 1", "fork child", "killed child", "main.py"]
-    for role in ("main.py", "fork child", "child 0", "child 1"):  # each process's own part stays beside the run's
+    for role in RECORDED:  # each process's own part stays beside the run's
         own = folder / processes[role]["trace_file"]
         assert own.parent.name == "run.processes"
         assert own.name == f"{processes[role]['pid']}-w1.json"
@@ -189,7 +188,7 @@ def test_repeat_every_records_each_window_in_every_child(by_marker: tuple[Path, 
     folder, _ = by_marker
     trace = _trace(folder / "out" / "run-w2.json")
     each = [9, 10, 11]
-    assert _calls_by_role(trace) == dict.fromkeys(["main.py", "fork child", "child 0", "child 1"], each)
+    assert _calls_by_role(trace) == dict.fromkeys(RECORDED, each)
     assert _trace(folder / "out" / "run-w2.ncompass.json")["window"]["first_call"] == 9
     assert not (folder / "out" / "run-w3.json").exists()
     assert not (folder / "out" / "run.json").exists()  # only windows are recorded
@@ -225,8 +224,10 @@ def test_a_window_by_time_is_the_same_span_in_a_child(tmp_path: Path) -> None:
     folder = _project(tmp_path, ONE_CHILD_UNTIL_STOPPED)
     stop_file, log_file = folder / "stop", folder / "calls.log"
     run = subprocess.Popen(
-        [*_run_command("--trace-name", "run", "--delay", "0", "--duration", "15"), "main.py"]
-        + [str(stop_file), str(log_file)],
+        [
+            *_run_command("--trace-name", "run", "--delay", "0", "--duration", "15"),
+            *("main.py", str(stop_file), str(log_file)),
+        ],
         cwd=folder,
         env=_environment(folder),
         stderr=subprocess.PIPE,
@@ -258,8 +259,10 @@ def test_a_capture_on_demand_records_the_runs_child(tmp_path: Path) -> None:
     folder = _project(tmp_path, ONE_CHILD_UNTIL_STOPPED)
     stop_file, log_file = folder / "stop", folder / "calls.log"
     run = subprocess.Popen(
-        [*_run_command("--trace-name", "srv", "--on-demand"), "main.py"]
-        + [str(stop_file), str(log_file)],
+        [
+            *_run_command("--trace-name", "srv", "--on-demand"),
+            *("main.py", str(stop_file), str(log_file)),
+        ],
         cwd=folder,
         env=_environment(folder),
         stderr=subprocess.PIPE,

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 from ncompass.capture.environment import scoped_environment
 from ncompass.capture.follow import bootstrap
-from ncompass.capture.follow.exits import why_no_trace
 from ncompass.capture.follow.bootstrap import (
     END_SUFFIX,
     EXIT_PREFIX,
@@ -41,6 +40,7 @@ from ncompass.capture.follow.bootstrap import (
     START_SUFFIX,
     Followed,
 )
+from ncompass.capture.follow.exits import why_no_trace
 from ncompass.capture.trace_files import claim_trace_path, safe_name
 from ncompass.errors import TraceError
 from ncompass.traces.processes import ProcessTrace, merge_processes

@@ -31,10 +31,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ncompass.capture.follow.exits import why_no_trace
 from ncompass.capture.recording_windows import RecordedSpan, RecordingWindows
 from ncompass.capture.trace_files import claim_trace_path, release_claim
 from ncompass.capture.triggers import MarkerWindows, RecordingWindowOptions, TimedWindow
-from ncompass.capture.follow.exits import why_no_trace
 from ncompass.errors import TraceError
 from ncompass.traces.processes import ProcessTrace, merge_processes
 
@@ -212,9 +212,7 @@ class ProcessWindows:
                 trigger, self._make_backend, self.traces, str(self.pid), claims_traces=False
             )
 
-    def _trigger(
-        self, settings: dict[str, Any], inherited: MarkerWindows | None
-    ) -> Trigger | None:
+    def _trigger(self, settings: dict[str, Any], inherited: MarkerWindows | None) -> Trigger | None:
         options = self.options
         if inherited is not None:  # forked: the sites bound before the fork count into it
             return _Counting(inherited, self, restart=True)
@@ -277,7 +275,9 @@ class ProcessWindows:
                 "started_unix_s": span.started_unix_s,
                 "duration_s": span.duration_s,
             }
-            _write_json(self.folder / f"{_WINDOW_PREFIX}{self.pid}-{number}{_WRITTEN_SUFFIX}", record)
+            _write_json(
+                self.folder / f"{_WINDOW_PREFIX}{self.pid}-{number}{_WRITTEN_SUFFIX}", record
+            )
 
     def end(self) -> dict[str, Any]:
         """Close the open span (writing it) and stop; what this process's end record adds."""
@@ -479,7 +479,10 @@ def merge_windows(
         if own_part is not None:
             files[root_pid] = own_part
         listed = [
-            {**process, "trace_file": str(files[process["pid"]]) if process["pid"] in files else None}
+            {
+                **process,
+                "trace_file": str(files[process["pid"]]) if process["pid"] in files else None,
+            }
             for process in processes
         ]
         listed += [  # a process that wrote its window but not its end record
