@@ -279,8 +279,11 @@ def test_a_capture_on_demand_records_the_runs_child(tmp_path: Path) -> None:
             timeout=300,
         )
         assert captured.returncode == 0, captured.stderr
-        assert Path(captured.stdout.strip()).name == "srv-w1.json"
+        printed = folder / captured.stdout.strip()
+        assert printed.name == "srv-w1.json"
         after = len(_logged_calls(log_file))
+        # while the run goes on, the printed trace holds the child's part already
+        assert _calls_by_role(_trace(printed)).get("worker"), "the capture missed the child"
         while len(_logged_calls(log_file)) < after + 40:  # well after the capture closed
             assert run.poll() is None, "the run ended early"
             time.sleep(0.2)

@@ -17,6 +17,7 @@ process whose trace is missing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import pickle
@@ -192,8 +193,6 @@ class FollowedRun:
             settings[followed_windows.SETTINGS_KEY] = followed_windows.window_settings(
                 options.recording_windows, _window_processes_folder(stem), time.time()
             )
-            if options.recording_windows.on_demand:
-                followed_windows.follow_captures(windows, folder)
             followed_windows.adopt_run_windows(windows)
         (folder / SETTINGS_FILE).write_text(json.dumps(settings), encoding="utf-8")
         command = " ".join(
@@ -202,6 +201,11 @@ class FollowedRun:
         run = cls(folder, traces, command)
         if by_window and "windows" in settings:
             run.windows_stem = stem
+            assert windows is not None and options.recording_windows is not None
+            if options.recording_windows.on_demand:
+                from ncompass.capture.follow.windows import follow_captures
+
+                follow_captures(windows, folder, functools.partial(run._merge_capture, windows))
         bootstrap.begin(Followed(str(folder), settings, root=True))
         return run
 
@@ -297,6 +301,25 @@ class FollowedRun:
         )
         outcome.window_processes = lists
         outcome.warnings += warnings
+
+    def _merge_capture(self, windows: RecordingWindows, number: int, trace: Path) -> None:
+        """Merge an on-demand capture as it closes (the run merges it again at its end)."""
+        from ncompass.capture.follow.windows import merge_capture
+
+        assert self.windows_stem is not None
+        started, ended = _records(self.folder, START_SUFFIX), _records(self.folder, END_SUFFIX)
+        outcome = self._outcome(started, ended, None, [], 0)
+        outcome.processes[0]["exit_code"] = None  # still running
+        merge_capture(
+            self.folder,
+            windows,
+            number,
+            trace,
+            outcome.processes,
+            _window_processes_folder(self.windows_stem),
+            _alive,
+            FINISH_GRACE_S,
+        )
 
     def _outcome(
         self,

@@ -25,8 +25,10 @@ import functools
 import json
 import os
 import shutil
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -82,13 +84,18 @@ class BroadcastCaptures:
     """The run's own on-demand trigger, telling the run's other processes when a capture opens
     (``capture-N.open``) and closes (``capture-N.closed``) in the run's private folder."""
 
-    def __init__(self, trigger: Trigger, folder: Path) -> None:
+    def __init__(
+        self, trigger: Trigger, folder: Path, on_closed: Callable[[int, Path], object]
+    ) -> None:
         self._trigger = trigger
         self._folder = folder
+        self._on_closed = on_closed
+        self.own_parts: dict[int, Path] = {}
+        """The run's own part of each capture merged when it closed (moved beside the others)."""
 
     def install(self, sink: SpanSink) -> None:
         """Watch for captures, telling the others of each."""
-        self._trigger.install(_BroadcastingSink(sink, self._folder))
+        self._trigger.install(_BroadcastingSink(sink, self._folder, self._on_closed))
 
     def uninstall(self) -> str | None:
         """Stop watching."""
@@ -96,9 +103,12 @@ class BroadcastCaptures:
 
 
 class _BroadcastingSink:
-    def __init__(self, sink: SpanSink, folder: Path) -> None:
+    def __init__(
+        self, sink: SpanSink, folder: Path, on_closed: Callable[[int, Path], object]
+    ) -> None:
         self._sink = sink
         self._folder = folder
+        self._on_closed = on_closed
         self._number: int | None = None
 
     def prepare(self) -> None:
@@ -116,15 +126,55 @@ class _BroadcastingSink:
         number, self._number = self._number, None
         if number is not None:
             (self._folder / f"{_CAPTURE_PREFIX}{number}.closed").touch()
-        return self._sink.close()
+        written = self._sink.close()
+        if number is not None and written is not None:
+            try:  # the path `ncompass capture` prints holds every process's part
+                self._on_closed(number, written)
+            except (TraceError, OSError) as error:
+                print(
+                    f"ncompass: warning: capture {number} not merged yet: {error}", file=sys.stderr
+                )
+        return written
 
     def __getattr__(self, name: str) -> Any:  # ``recording``, ``spans``: the sink's own
         return getattr(self._sink, name)
 
 
-def follow_captures(windows: RecordingWindows, folder: Path) -> None:
-    """Make the run's on-demand captures reach its other processes (before ``windows.begin``)."""
-    windows.trigger = BroadcastCaptures(windows.trigger, folder)
+def follow_captures(
+    windows: RecordingWindows, folder: Path, on_closed: Callable[[int, Path], object]
+) -> None:
+    """Make the run's on-demand captures reach its other processes (before ``windows.begin``);
+    ``on_closed(N, trace)`` merges capture N's parts once it has closed."""
+    windows.trigger = BroadcastCaptures(windows.trigger, folder, on_closed)
+
+
+def merge_capture(
+    run_folder: Path,
+    windows: RecordingWindows,
+    number: int,
+    trace: Path,
+    processes: list[dict[str, Any]],
+    traces: Path,
+    alive: Callable[[int], bool],
+    grace_s: float,
+) -> None:
+    """Merge capture ``number`` of every process into ``trace`` as soon as it closes.
+
+    Waits up to ``grace_s`` for the processes still writing their part; one later than that
+    is merged when the run ends (which merges every window again, with the final list).
+    """
+    if not isinstance(windows.trigger, BroadcastCaptures) or len(processes) < 2:
+        return
+    deadline = time.monotonic() + grace_s
+    written, lost = _window_records(run_folder)
+    while [pid for pid in lost.get(number, []) if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL_S)
+        written, lost = _window_records(run_folder)
+    own_part = claim_trace_path(traces, f"{processes[0]['pid']}-w{number}")
+    os.replace(trace, own_part)
+    windows.trigger.own_parts[number] = own_part
+    parts = written.get(number, {})
+    _merge_window(number, trace, own_part, parts, processes, traces)
 
 
 # --- a followed process: its own windows --------------------------------------------------
@@ -431,18 +481,9 @@ def merge_windows(
         Each window trace's process list (its ``trace_file``: the process's part of that
         window), and one warning line per process that lost its part of a window.
     """
-    written: dict[int, dict[int, dict[str, Any]]] = {}
-    for path in run_folder.glob(f"{_WINDOW_PREFIX}*{_WRITTEN_SUFFIX}"):
-        pid, number = _pid_and_number(path.name, _WRITTEN_SUFFIX)
-        record = _read_json(path)
-        if pid is not None and record is not None and Path(record["trace"]).is_file():
-            written.setdefault(number, {})[pid] = record
-    lost: dict[int, list[int]] = {}
-    for path in run_folder.glob(f"{_WINDOW_PREFIX}*{_OPEN_SUFFIX}"):
-        pid, number = _pid_and_number(path.name, _OPEN_SUFFIX)
-        if pid is not None and pid not in written.get(number, {}):
-            lost.setdefault(number, []).append(pid)
+    written, lost = _window_records(run_folder)
     own = {span.window["number"]: span for span in windows.spans}
+    merged = windows.trigger.own_parts if isinstance(windows.trigger, BroadcastCaptures) else {}
     warnings: list[str] = []
     lists: dict[Path, list[dict[str, Any]]] = {}
     if len(processes) < 2:
@@ -460,6 +501,7 @@ def merge_windows(
             warnings.append(_lost(number, pid, by_pid.get(pid, {})))
         if span is None and not parts:
             continue
+        own_part: Path | None = None
         if span is None:
             first = parts[min(parts)]
             target = claim_trace_path(trace_folder, f"{trace_name}-w{number}")
@@ -471,42 +513,75 @@ def merge_windows(
                 max(part["duration_s"] for part in parts.values()),
             )
             windows.spans.append(span)
-            own_part: Path | None = None
+        elif number in merged:  # merged when the capture closed: again, with every part
+            own_part = merged[number]
         else:
             own_part = claim_trace_path(traces, f"{root_pid}-w{number}")
             os.replace(span.trace, own_part)
-        files = {pid: Path(part["trace"]) for pid, part in parts.items()}
-        if own_part is not None:
-            files[root_pid] = own_part
-        listed = [
-            {
-                **process,
-                "trace_file": str(files[process["pid"]]) if process["pid"] in files else None,
-            }
-            for process in processes
-        ]
-        listed += [  # a process that wrote its window but not its end record
-            {"pid": pid, "role": None, "trace_file": str(path)}
-            for pid, path in files.items()
-            if pid not in by_pid
-        ]
+        listed, warning = _merge_window(number, span.trace, own_part, parts, processes, traces)
         lists[span.trace] = listed
-        inputs = [
-            ProcessTrace(Path(p["trace_file"]), p["pid"], p.get("role") or str(p["pid"]))
-            for p in listed
-            if p["trace_file"]
-        ]
-        try:
-            merge_processes(inputs, span.trace, metadata={"ncompass_processes": listed})
-        except (TraceError, OSError) as error:
-            warnings.append(
-                f"window {number}: the processes' traces were not merged ({error}); they are "
-                f"in {traces}"
-            )
-            if own_part is not None:
-                shutil.copyfile(own_part, span.trace)
+        if warning is not None:
+            warnings.append(warning)
     windows.spans.sort(key=lambda recorded: recorded.window["number"])
     return lists, warnings
+
+
+def _window_records(
+    run_folder: Path,
+) -> tuple[dict[int, dict[int, dict[str, Any]]], dict[int, list[int]]]:
+    """The processes' window parts written (by window, then pid) and those opened but never
+    written (by window)."""
+    written: dict[int, dict[int, dict[str, Any]]] = {}
+    for path in run_folder.glob(f"{_WINDOW_PREFIX}*{_WRITTEN_SUFFIX}"):
+        pid, number = _pid_and_number(path.name, _WRITTEN_SUFFIX)
+        record = _read_json(path)
+        if pid is not None and record is not None and Path(record["trace"]).is_file():
+            written.setdefault(number, {})[pid] = record
+    lost: dict[int, list[int]] = {}
+    for path in run_folder.glob(f"{_WINDOW_PREFIX}*{_OPEN_SUFFIX}"):
+        pid, number = _pid_and_number(path.name, _OPEN_SUFFIX)
+        if pid is not None and pid not in written.get(number, {}):
+            lost.setdefault(number, []).append(pid)
+    return written, lost
+
+
+def _merge_window(
+    number: int,
+    target: Path,
+    own_part: Path | None,
+    parts: dict[int, dict[str, Any]],
+    processes: list[dict[str, Any]],
+    traces: Path,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Merge one window's parts into ``target``; its process list, and a warning if it failed."""
+    files = {pid: Path(part["trace"]) for pid, part in parts.items()}
+    if own_part is not None:
+        files[processes[0]["pid"]] = own_part
+    listed = [
+        {**process, "trace_file": str(files[process["pid"]]) if process["pid"] in files else None}
+        for process in processes
+    ]
+    known = {process["pid"] for process in processes}
+    listed += [  # a process that wrote its window but not its records (still starting)
+        {"pid": pid, "role": None, "trace_file": str(path)}
+        for pid, path in files.items()
+        if pid not in known
+    ]
+    inputs = [
+        ProcessTrace(Path(p["trace_file"]), p["pid"], p.get("role") or str(p["pid"]))
+        for p in listed
+        if p["trace_file"]
+    ]
+    try:
+        merge_processes(inputs, target, metadata={"ncompass_processes": listed})
+    except (TraceError, OSError) as error:
+        if own_part is not None:
+            shutil.copyfile(own_part, target)
+        return listed, (
+            f"window {number}: the processes' traces were not merged ({error}); they are in "
+            f"{traces}"
+        )
+    return listed, None
 
 
 class _OtherProcesses:
@@ -573,6 +648,7 @@ __all__ = [
     "adopt_run_windows",
     "finish_windows",
     "follow_captures",
+    "merge_capture",
     "merge_windows",
     "start_windows",
     "window_settings",
