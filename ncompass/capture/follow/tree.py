@@ -301,6 +301,8 @@ class FollowedRun:
         )
         outcome.window_processes = lists
         outcome.warnings += warnings
+        with contextlib.suppress(OSError):  # only when empty: no process recorded a window
+            _window_processes_folder(self.windows_stem).rmdir()
 
     def _merge_capture(self, windows: RecordingWindows, number: int, trace: Path) -> None:
         """Merge an on-demand capture as it closes (the run merges it again at its end)."""
