@@ -90,16 +90,24 @@ class BroadcastCaptures:
         self._trigger = trigger
         self._folder = folder
         self._on_closed = on_closed
+        self._sink: _BroadcastingSink | None = None
         self.own_parts: dict[int, Path] = {}
         """The run's own part of each capture merged when it closed (moved beside the others)."""
 
     def install(self, sink: SpanSink) -> None:
         """Watch for captures, telling the others of each."""
-        self._trigger.install(_BroadcastingSink(sink, self._folder, self._on_closed))
+        self._sink = _BroadcastingSink(sink, self._folder, self._on_closed)
+        self._trigger.install(self._sink)
 
     def uninstall(self) -> str | None:
-        """Stop watching."""
-        return self._trigger.uninstall()
+        """Stop watching; a capture the run's end closed is closed in the others too."""
+        try:
+            return self._trigger.uninstall()
+        finally:
+            number = self._sink._number if self._sink is not None else None
+            if number is not None:
+                with contextlib.suppress(OSError):
+                    (self._folder / f"{_CAPTURE_PREFIX}{number}.closed").touch()
 
 
 class _BroadcastingSink:
