@@ -149,6 +149,10 @@ class StackProfile:
             (``CodeLine`` with line 0) and their time: what a call resolved only at run time
             (a dispatch dict, ``functools.partial``) reached.
         gpu: Whether GPU time was credited.
+        processes: Per line, its own time in each process (pid -> µs), when the run sampled
+            processes besides its own.
+        roles: The processes sampled besides the run's own: pid -> role.
+        root_pid: The run's own process.
     """
 
     lines: dict[CodeLine, LineTime] = field(default_factory=dict)
@@ -160,6 +164,21 @@ class StackProfile:
     folded: dict[CodeLine, float] = field(default_factory=dict)
     callees: dict[tuple[str, int], dict[CodeLine, float]] = field(default_factory=dict)
     gpu: bool = False
+    processes: dict[CodeLine, dict[int, float]] = field(default_factory=dict)
+    roles: dict[int, str] = field(default_factory=dict)
+    root_pid: int | None = None
+
+    def process_of(self, lines: list[CodeLine]) -> str | None:
+        """The process that spent most of these lines' time, named by its role when it is not
+        the run's own (None: the run's own process)."""
+        spent: dict[int, float] = defaultdict(float)
+        for line in lines:
+            for pid, us in self.processes.get(line, {}).items():
+                spent[pid] += us
+        if not spent:
+            return None
+        pid = max(spent, key=lambda p: spent[p])
+        return None if pid == self.root_pid else self.roles.get(pid, f"pid {pid}")
 
     def ranked(self) -> list[tuple[CodeLine, LineTime]]:
         """Lines by the time the user cares about: GPU time when there is GPU work, else
@@ -214,6 +233,8 @@ class _Classifier:
         for position, frame in enumerate(frames):
             if frame.file.startswith("<frozen importlib"):
                 return "import"
+            if frame.qualname == MODULE_LEVEL and frame.module == "__mp_main__":
+                return "import"  # a spawned child importing the script to find its target
             if position and frame.qualname == MODULE_LEVEL:  # a module's top level: an import
                 return "import"
             file = self.real(frame.file)
@@ -249,13 +270,19 @@ def stack_profile(
         lambda: defaultdict(float)
     )
     kept: list[tuple[list[CodeLine], float, float]] = []
-    for stack, at, weight in zip(samples.stacks, samples.times_us, samples.weights_us, strict=True):
+    kept_pids: list[int | None] = []
+    profile.roles, profile.root_pid = dict(samples.processes), samples.root_pid
+    for sample, (stack, at, weight) in enumerate(
+        zip(samples.stacks, samples.times_us, samples.weights_us, strict=True)
+    ):
         frames = [samples.frames[i] for i in stack]
         start = next(
             (i for i, f in enumerate(frames) if classifier.real(f.file) == classifier.script), None
         )
-        if start is None:
+        pid = samples.pid_of(sample)
+        if start is None and (pid is None or pid == samples.root_pid):
             continue
+        start = start or 0  # another process: from its first frame (multiprocessing's own fold)
         frames = frames[start:]
         kind = classifier.setup_kind(frames)
         if kind is not None:
@@ -269,6 +296,7 @@ def stack_profile(
         ]
         if mine:
             kept.append((mine, at, weight))
+            kept_pids.append(pid)
     helpers = _helpers(kept)
     for mine, _, weight in kept:
         for caller, callee in pairwise(mine):
@@ -276,7 +304,7 @@ def stack_profile(
                 called = profile.callees.setdefault((caller.file, caller.line), {})
                 function = CodeLine(callee.file, 0, callee.qualname, callee.module)
                 called[function] = called.get(function, 0.0) + weight
-    for mine, at, weight in kept:
+    for (mine, at, weight), pid in zip(kept, kept_pids, strict=True):
         while len(mine) > 1 and (mine[-1].file, mine[-1].qualname) in helpers:
             helper = CodeLine(mine[-1].file, 0, mine[-1].qualname, mine[-1].module)
             profile.folded[helper] = profile.folded.get(helper, 0.0) + weight
@@ -286,6 +314,9 @@ def stack_profile(
         time = profile.lines.setdefault(leaf, LineTime())
         time.self_us += weight
         time.samples += 1
+        if pid is not None and profile.roles:
+            by_process = profile.processes.setdefault(leaf, {})
+            by_process[pid] = by_process.get(pid, 0.0) + weight
         for function in {CodeLine(line.file, 0, line.qualname, line.module) for line in mine}:
             profile.functions[function] = profile.functions.get(function, 0.0) + weight
         for line in set(mine):

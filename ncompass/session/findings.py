@@ -51,6 +51,7 @@ class Discovery:
                     "ms": round(self.profile.basis_us(s.time) / 1000, 3),
                     "share": round(self.profile.basis_us(s.time) / total, 4),
                     "depth": len(s.path.frames),
+                    "process": self.profile.process_of(s.leaves),
                 }
                 for s in self.statements[:_SHOWN]
             ],

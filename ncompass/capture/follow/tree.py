@@ -167,6 +167,7 @@ class FollowedRun:
             },
             "spec": str(spec),
             "traces": str(traces) if traces is not None else None,
+            "process_hooks": dict(options.process_hooks),
         }
         (folder / SETTINGS_FILE).write_text(json.dumps(settings), encoding="utf-8")
         command = " ".join(
