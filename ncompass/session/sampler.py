@@ -5,14 +5,14 @@ A daemon thread wakes every ``interval_s``, reads the frames of the watched thre
 wall time it stood for. Torch ops release the GIL, so a sample taken while the model computes
 sees the statement that called the op; a pure-Python stretch is sampled at the next GIL switch.
 Each sample is weighted by the time since the previous one, so a late sample still counts for
-the time it covers: the watched thread's CPU time, capped at the wall time, so a stretch where the
-machine ran someone else's work (a loaded machine preempts the process) does not count for the
-line that happened to be running, nor does a ``sleep``, nor a parent waiting for its workers
-(``join()``, a queue's ``get()``) while the process's other threads (the profiler's, this
-sampler's) run. Where a thread's CPU clock cannot be read, the process's CPU time stands in. Timestamps are Unix microseconds, the
-clock Kineto traces use (``ts`` plus ``baseTimeNanoseconds``). A stack read while the watched
-thread moved on (the sampler lost the GIL half-way through reading it) is dropped: its frames
-would be of two moments.
+the time it covers: the watched thread's CPU time, capped at the wall time, so a stretch where
+the machine ran someone else's work (a loaded machine preempts the process) does not count for
+the line that happened to be running, nor does a ``sleep``, nor a parent waiting for its
+workers (``join()``, a queue's ``get()``) while the process's other threads (the profiler's,
+this sampler's) run; where a thread's CPU clock cannot be read, the process's CPU time stands
+in. Timestamps are Unix microseconds, the clock Kineto traces use (``ts`` plus
+``baseTimeNanoseconds``). A stack read while the watched thread moved on (the sampler lost the
+GIL half-way through reading it) is dropped: its frames would be of two moments.
 """
 
 from __future__ import annotations

@@ -9,77 +9,21 @@ run --json`` in a subprocess, as a user runs it, on real processes and the real 
 from __future__ import annotations
 
 import json
+import multiprocessing.spawn
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from ncompass.session.callstacks import stack_profile
+from ncompass.session.child_sampling import merge_processes
+from ncompass.session.sampler import Frame, StackSampler, StackSamples
 from tests.conftest import REPO
 from tests.session.chains import line_of_text
-
-PLANTED = "x = x + (torch.ones(SLOW, SLOW) @ torch.ones(SLOW, SLOW)).sum()  # planted"
-
-WORK = f"""\
-import torch
-
-torch.set_num_threads(1)
-SLOW = 500
-FAST = 40
-
-
-def step(x):
-    x = x + (torch.ones(FAST, FAST) @ torch.ones(FAST, FAST)).sum()
-    {PLANTED}
-    return x
-
-
-def work(steps):
-    x = 0.0
-    for _ in range(steps):
-        x = step(x)
-    return x
-"""
-
-SPAWNING = """\
-import multiprocessing
-
-import workload
-
-if __name__ == "__main__":
-    child = multiprocessing.get_context("spawn").Process(target=workload.work, args=(16,))
-    child.start()
-    child.join()
-"""
-
-DATASET = f"""\
-import torch
-from torch.utils.data import Dataset
-
-torch.set_num_threads(1)
-SLOW = 500
-FAST = 40
-
-
-class SlowItems(Dataset):
-    def __len__(self):
-        return 32
-
-    def __getitem__(self, index):
-        x = (torch.ones(FAST, FAST) @ torch.ones(FAST, FAST)).sum()
-        {PLANTED}
-        return x
-"""
-
-LOADING = """\
-from torch.utils.data import DataLoader
-
-import slow_items
-
-if __name__ == "__main__":
-    for batch in DataLoader(slow_items.SlowItems(), batch_size=2, num_workers=2):
-        pass
-"""
+from tests.session.workers import DATASET, LOADING, PLANTED, SPAWNING, WORK
 
 
 def _session(folder: Path, run: Path) -> dict[str, Any]:
@@ -129,3 +73,52 @@ def test_a_slow_statement_in_a_dataloader_worker_is_found_in_two_runs(tmp_path: 
     run.write_text(LOADING)
     document = _session(tmp_path, run)
     _check_found_in_the_worker(document, module, "DataLoader worker")
+
+
+def test_a_thread_waiting_for_others_weighs_nothing_while_they_work() -> None:
+    """The parent's ``join()``: its own thread waits while other threads (here one that spins,
+    in a run the profiler's and the workers' feeders) use the CPU."""
+    done = threading.Event()
+
+    def busy() -> None:
+        end = time.thread_time() + 0.3
+        while time.thread_time() < end:
+            pass
+        done.set()
+
+    sampler = StackSampler(interval_s=0.005)
+    sampler.start()
+    worker = threading.Thread(target=busy)
+    started = time.thread_time()
+    worker.start()
+    assert done.wait(timeout=120)
+    worker.join()
+    samples = sampler.stop()
+    assert time.thread_time() - started < 0.1  # this thread only waited
+    assert sum(samples.weights_us) < 0.3 * 1e6 / 3, samples.weights_us
+
+
+def test_samples_of_a_worker_are_read_from_its_first_frame_and_name_it(tmp_path: Path) -> None:
+    """A spawned worker's stacks never hold the script: they start in multiprocessing."""
+    script = tmp_path / "run.py"
+    script.write_text("import workload\nworkload.work(1)\n")
+    module = tmp_path / "workload.py"
+    module.write_text("def work(n):\n    return n * 2\n")
+    spawn = Frame(multiprocessing.spawn.__file__, 120, "spawn_main", 100, "multiprocessing.spawn")
+    work = Frame(str(module), 2, "work", 1, "workload")
+    parent = StackSamples(
+        frames=[Frame(str(script), 2, "<module>", 1, "__main__")],
+        stacks=[[0]],
+        times_us=[1.0],
+        weights_us=[10.0],
+    )
+    child = StackSamples(frames=[spawn, work], stacks=[[0, 1]] * 3, times_us=[0.5, 2, 3],
+                         weights_us=[100.0] * 3)  # fmt: skip
+    merged = merge_processes(parent, 11, [(22, "SpawnProcess-1", child)])
+    assert merged.pids == [22, 11, 22, 22] and merged.times_us == sorted(merged.times_us)
+    profile = stack_profile(merged, script)
+    hottest, time_ = profile.ranked()[0]
+    assert (Path(hottest.file), hottest.line, time_.self_us) == (module, 2, 300.0)
+    assert profile.process_of([hottest]) == "SpawnProcess-1"
+    top_of_parent = next(line for line in profile.lines if line.file == str(script))
+    assert profile.process_of([top_of_parent]) is None

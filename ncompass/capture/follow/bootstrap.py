@@ -271,14 +271,14 @@ def start_process_hooks(state: Followed) -> None:
     """Call what the run asks of every process that works (the session's stack sampler): the
     settings' ``process_hooks`` map a module to its options; its ``start_in_process(options)``
     returns what to call when the process ends."""
-    for module, options in (state.settings.get("process_hooks") or {}).items():
-        _quietly(lambda module=module, options=options: _start_hook(state, module, options))
-
-
-def _start_hook(state: Followed, module: str, options: Any) -> None:
+    import functools
     import importlib
 
-    state.stops.append(importlib.import_module(module).start_in_process(options))
+    def start(module: str, options: Any) -> None:
+        state.stops.append(importlib.import_module(module).start_in_process(options))
+
+    for module, options in (state.settings.get("process_hooks") or {}).items():
+        _quietly(functools.partial(start, module, options))
 
 
 def finish(exit_code: int | None = None) -> None:
