@@ -16,8 +16,9 @@ runs used, whether the answer names the right statement, and wall time.
 ``functools.partial``, a decorator, a generator, recursion, a dispatch dict), each as a small
 program and planted in a copy of GPT-2's modeling file (in ``eager_attention_forward``, reached
 through ``attention_interface``), plus a call marker with two sites (one never runs), a
-compiled model whose time is in Inductor's extern GEMMs, and two programs whose slow statement
-runs only in a worker process (a ``spawn``ed child, DataLoader workers; ``--only worker``).
+compiled model whose time is in Inductor's extern GEMMs, and three programs whose slow statement
+runs only in a worker process (a ``spawn``ed child, DataLoader workers, torchrun ranks;
+``--only worker``).
 Goal: the right file and line in at most 2 runs in every case, and never "confidence high" on a
 wrong answer.
 
@@ -451,6 +452,9 @@ def shape_cases() -> list[ShapeCase]:
         ShapeCase("worker: DataLoader(num_workers=2)",
                   {"slow_items.py": workers.DATASET, "run.py": workers.LOADING}, None,
                   _planted_in("slow_items.py")),
+        ShapeCase("worker: torch.distributed.run, 2 gloo ranks",
+                  {"workload.py": workers.WORK, "train.py": workers.TRAIN,
+                   "run.py": workers.TORCHRUN}, None, _planted_in("workload.py")),
     ]  # fmt: skip
     return found
 

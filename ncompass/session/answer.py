@@ -435,15 +435,21 @@ def _repeats(trace: LinkedTrace) -> tuple[list[Window], bool]:
     """
     markers = trace.markers
     several = len({_pid_of(trace, marker) for marker in markers}) > 1
-    counts: dict[str, int] = defaultdict(int)
+
+    def recurrence(marker: Marker) -> tuple[str, Any]:
+        # in several processes, a marker recurs when it recurs in one process (each rank
+        # calling ``train()`` once is not a repeat)
+        return (marker.name, _pid_of(trace, marker) if several else None)
+
+    counts: dict[tuple[str, Any], int] = defaultdict(int)
     for marker in markers:
-        counts[marker.name] += 1
+        counts[recurrence(marker)] += 1
     spans: dict[str, list[Window]] = defaultdict(list)
     for marker in markers:
-        if counts[marker.name] < 2:
+        if counts[recurrence(marker)] < 2:
             continue
         parent = marker.parent
-        while parent != NO_LINK and counts[markers[parent].name] < 2:
+        while parent != NO_LINK and counts[recurrence(markers[parent])] < 2:
             parent = markers[parent].parent
         if parent == NO_LINK:  # no recurring marker around it
             owner = _pid_of(trace, marker) if several else None

@@ -2,8 +2,9 @@
 ``benchmarks/bench_session.py --shapes``.
 
 The parent starts the workers and waits: a ``spawn``ed ``multiprocessing`` child running a
-function of ``workload.py``, or two DataLoader workers (fork, Linux's default) calling
-``slow_items.SlowItems.__getitem__``. The planted statement is a 500x500 matmul; the cheap one a
+function of ``workload.py``, two DataLoader workers (fork, Linux's default) calling
+``slow_items.SlowItems.__getitem__``, or ``torch.distributed.run`` starting two gloo ranks of
+``train.py`` that call ``workload.py`` (the benchmark only: a minute and more per run here). The planted statement is a 500x500 matmul; the cheap one a
 40x40 matmul beside it.
 """
 
@@ -70,4 +71,25 @@ import slow_items
 if __name__ == "__main__":
     for batch in DataLoader(slow_items.SlowItems(), batch_size=2, num_workers=2):
         pass
+"""
+
+TRAIN = """\
+import torch.distributed as dist
+
+import workload
+
+dist.init_process_group("gloo")
+workload.work(16)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+TORCHRUN = """\
+import os
+
+from torch.distributed.run import main
+
+if __name__ == "__main__":
+    here = os.path.dirname(os.path.abspath(__file__))
+    main(["--standalone", "--nproc-per-node", "2", os.path.join(here, "train.py")])
 """
