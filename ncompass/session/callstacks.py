@@ -20,6 +20,12 @@ that called it, so a slow ``spin(SLOW)`` or ``self.c_fc(x)`` is named rather tha
 ``addmm`` inside the helper that every call site shares. A function calling itself (recursion)
 is not a second call site. The helpers folded are reported (:attr:`StackProfile.folded`).
 
+Samples of the other processes of the run (a worker, a rank: the discovery run samples every
+process it follows) count like the run's own, each weighing its own thread's CPU time, so time
+adds up across processes; their stacks are read from their first frame, since a spawned worker
+or a rank need not run the script (multiprocessing's and torch's frames fold away like any
+framework frame). Each line keeps its time per process, to name the process of the answer.
+
 When the run's trace has GPU work, each kernel's time is credited to the statement sampled
 nearest in time to the CPU call that launched it (linked through ``args.correlation``): an
 estimate, which the markers of the next run replace with exact numbers.
@@ -34,10 +40,12 @@ import re
 import sysconfig
 import tempfile
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from ncompass import environment_variables
 from ncompass.session.sampler import Frame, StackSamples
@@ -250,7 +258,7 @@ def stack_profile(
     script: str | Path,
     *,
     include_setup: bool = False,
-    gpu_launches_us: list[tuple[float, float]] | None = None,
+    gpu_launches_us: Sequence[tuple[float, float] | tuple[float, float, Any]] | None = None,
 ) -> StackProfile:
     """The time of each line of your code in a discovery run.
 
@@ -259,12 +267,14 @@ def stack_profile(
         script: The script that ran (samples without its frames are left out).
         include_setup: Count setup (imports, construction, compilation) like any other time.
         gpu_launches_us: ``(Unix time of the launching CPU call, GPU duration)`` of each GPU
-            event, to credit GPU time to the statement sampled nearest in time.
+            event, to credit GPU time to the statement sampled nearest in time; a third item,
+            the launching process's pid, keeps the credit within that process's samples.
     """
     classifier = _Classifier(str(script), framework_dirs())
     profile = StackProfile()
     steady_times: list[float] = []
     steady_leaves: list[CodeLine] = []
+    steady_pids: list[int | None] = []
     steady_weights: list[float] = []
     path_weights: dict[CodeLine, dict[tuple[CodeLine, ...], float]] = defaultdict(
         lambda: defaultdict(float)
@@ -282,7 +292,7 @@ def stack_profile(
         pid = samples.pid_of(sample)
         if start is None and (pid is None or pid == samples.root_pid):
             continue
-        start = start or 0  # another process: from its first frame (multiprocessing's own fold)
+        start = start or 0  # another process (a spawned worker, a rank) need not run the script
         frames = frames[start:]
         kind = classifier.setup_kind(frames)
         if kind is not None:
@@ -326,6 +336,7 @@ def stack_profile(
         path_weights[leaf][tuple(mine)] += weight
         steady_times.append(at)
         steady_leaves.append(leaf)
+        steady_pids.append(pid)
         steady_weights.append(weight)
     for leaf, paths in path_weights.items():
         heaviest = max(paths.items(), key=lambda item: item[1])
@@ -340,8 +351,30 @@ def stack_profile(
             profile.windows.setdefault(leaf, [0.0, 0.0, 0.0])[third] += weight
             done += weight
     if gpu_launches_us and steady_times:
-        _credit_gpu(profile, steady_times, steady_leaves, gpu_launches_us)
+        _credit_gpu_by_process(profile, steady_times, steady_leaves, steady_pids, gpu_launches_us)
     return profile
+
+
+def _credit_gpu_by_process(
+    profile: StackProfile,
+    times: list[float],
+    leaves: list[CodeLine],
+    pids: list[int | None],
+    launches: Sequence[tuple[float, float] | tuple[float, float, Any]],
+) -> None:
+    """GPU time to the statement sampled nearest each launch in the process that launched it
+    (any process's samples when the launch names no sampled process)."""
+    sampled = set(pids) if profile.roles else set()
+    by_process: dict[Any, list[tuple[float, float]]] = defaultdict(list)
+    for launch in launches:
+        pid = launch[2] if len(launch) > 2 else None
+        by_process[pid if pid in sampled else None].append((launch[0], launch[1]))
+    for pid, chosen in by_process.items():
+        if pid is None:
+            _credit_gpu(profile, times, leaves, chosen)
+            continue
+        mine = [position for position, owner in enumerate(pids) if owner == pid]
+        _credit_gpu(profile, [times[i] for i in mine], [leaves[i] for i in mine], chosen)
 
 
 def is_synthetic(qualname: str) -> bool:

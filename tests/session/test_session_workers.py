@@ -122,3 +122,29 @@ def test_samples_of_a_worker_are_read_from_its_first_frame_and_name_it(tmp_path:
     assert profile.process_of([hottest]) == "SpawnProcess-1"
     top_of_parent = next(line for line in profile.lines if line.file == str(script))
     assert profile.process_of([top_of_parent]) is None
+
+
+def test_gpu_time_goes_to_the_launching_process_not_to_the_nearest_sample(tmp_path: Path) -> None:
+    """A rank launches a kernel while its parent's sample is nearer in time than the rank's."""
+    script = tmp_path / "run.py"
+    script.write_text("import workload\nworkload.work(1)\n")
+    module = tmp_path / "workload.py"
+    module.write_text("def work(n):\n    return n * 2\n")
+    parent = StackSamples(
+        frames=[Frame(str(script), 2, "<module>", 1, "__main__")],
+        stacks=[[0]] * 4,
+        times_us=[100.0, 200.0, 300.0, 400.0],
+        weights_us=[1.0] * 4,
+    )
+    rank = StackSamples(
+        frames=[Frame(str(module), 2, "work", 1, "workload")],
+        stacks=[[0]] * 4,
+        times_us=[130.0, 230.0, 330.0, 430.0],
+        weights_us=[1.0] * 4,
+    )
+    merged = merge_processes(parent, 11, [(22, "rank 1", rank)])
+    launches = [(at, 50.0, 22) for at in (205.0, 305.0, 405.0)]  # nearer the parent's samples
+    profile = stack_profile(merged, script, gpu_launches_us=launches)
+    by_line = {Path(line.file).name: time.gpu_us for line, time in profile.lines.items()}
+    assert by_line == {"run.py": 0.0, "workload.py": 150.0}
+    assert profile.process_of([profile.ranked()[0][0]]) == "rank 1"
