@@ -7,7 +7,9 @@ the ``nn.Linear`` under it. Time spent once is set apart as *setup*: imports (fr
 ``importlib``), model construction (``__init__``, ``from_pretrained``, weight initialisation) and
 ``torch.compile``'s compilation (frames of Dynamo's frame conversion and Inductor's compiler:
 running compiled code also passes through ``torch._dynamo`` and ``torch._inductor`` frames, and
-that is steady-state work). Code Inductor generated (its cache folder) folds into the statement
+that is steady-state work), and a launcher starting and watching worker processes
+(``torch.distributed.run``'s elastic agent: its CPU time is the same however long the ranks
+train). Code Inductor generated (its cache folder) folds into the statement
 that called it, like torch. Samples outside the script (the profiler starting and stopping) are
 left out.
 
@@ -51,7 +53,7 @@ from ncompass import environment_variables
 from ncompass.session.sampler import Frame, StackSamples
 from ncompass.spec.models import MODULE_LEVEL
 
-SETUP_KINDS = ("import", "model construction", "compilation")
+SETUP_KINDS = ("import", "model construction", "compilation", "process launch")
 _CONSTRUCTION = frozenset(
     {"__init__", "from_pretrained", "post_init", "_init_weights", "init_weights"}
 )
@@ -62,6 +64,9 @@ _COMPILER_FILES = (
     "/torch/_inductor/compile_fx.py",
     "/torch/_inductor/codecache.py",
 )
+# Files whose frames are on the stack while a launcher starts and watches its worker processes
+# (torchrun's elastic agent): once per run, however long the workers train.
+_LAUNCHER_FILES = ("/torch/distributed/run.py", "/torch/distributed/launcher/api.py")
 _SYNTHETIC = ("<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 
 
@@ -248,6 +253,8 @@ class _Classifier:
             file = self.real(frame.file)
             if file.endswith(_COMPILER_FILES):
                 return "compilation"
+            if file.endswith(_LAUNCHER_FILES):
+                return "process launch"
             if frame.qualname.rsplit(".", 1)[-1] in _CONSTRUCTION and not self.is_framework(frame):
                 return "model construction"
         return None

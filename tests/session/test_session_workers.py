@@ -148,3 +148,17 @@ def test_gpu_time_goes_to_the_launching_process_not_to_the_nearest_sample(tmp_pa
     by_line = {Path(line.file).name: time.gpu_us for line, time in profile.lines.items()}
     assert by_line == {"run.py": 0.0, "workload.py": 150.0}
     assert profile.process_of([profile.ranked()[0][0]]) == "rank 1"
+
+
+def test_a_launcher_watching_its_ranks_is_setup(tmp_path: Path) -> None:
+    """torchrun's elastic agent, called from the script, costs the same however long the ranks
+    train: it is set apart like an import, not ranked against the ranks' statements."""
+    import torch.distributed.run
+
+    script = tmp_path / "run.py"
+    launch = Frame(str(script), 7, "<module>", 1, "__main__")
+    agent = Frame(torch.distributed.run.__file__, 900, "main", 890, "torch.distributed.run")
+    samples = StackSamples(frames=[launch, agent], stacks=[[0, 1]], times_us=[1.0],
+                           weights_us=[400.0])  # fmt: skip
+    profile = stack_profile(samples, script)
+    assert profile.setup_us == {"process launch": 400.0} and not profile.lines

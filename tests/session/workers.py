@@ -79,7 +79,7 @@ import torch.distributed as dist
 import workload
 
 dist.init_process_group("gloo")
-workload.work(16)
+workload.work(32)
 dist.barrier()
 dist.destroy_process_group()
 """
