@@ -70,6 +70,7 @@ class Followed:
         self.finished = False
         self.exit_code: int | None = None
         self.reported_exits: set[int] = set()
+        self.stops: list[Callable[[], object]] = []  # what the run's process hooks end with
 
     @property
     def records(self) -> str:
@@ -269,6 +270,21 @@ def start_profiler() -> None:
         path.unlink(missing_ok=True)
         raise
     state.profiler = profiler
+    start_process_hooks(state)
+
+
+def start_process_hooks(state: Followed) -> None:
+    """Call what the run asks of every process that works (the session's stack sampler): the
+    settings' ``process_hooks`` map a module to its options; its ``start_in_process(options)``
+    returns what to call when the process ends."""
+    import functools
+    import importlib
+
+    def start(module: str, options: Any) -> None:
+        state.stops.append(importlib.import_module(module).start_in_process(options))
+
+    for module, options in (state.settings.get("process_hooks") or {}).items():
+        _quietly(functools.partial(start, module, options))
 
 
 def finish(exit_code: int | None = None) -> None:
@@ -277,6 +293,8 @@ def finish(exit_code: int | None = None) -> None:
     if state is None or state.finished or state.root or state.helper:
         return
     state.finished = True
+    for stop in state.stops:
+        _quietly(stop)
     if exit_code is not None:
         state.exit_code = exit_code
     me = identity()

@@ -184,6 +184,7 @@ class FollowedRun:
             },
             "spec": str(spec),
             "traces": str(traces) if traces is not None else None,
+            "process_hooks": dict(options.process_hooks),
         }
         if by_window and options.profiler == "torch" and options.recording_windows is not None:
             from ncompass.capture.follow import windows as followed_windows
