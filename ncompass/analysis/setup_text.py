@@ -52,9 +52,7 @@ def setup_sentences(trace: TraceInfo) -> list[str]:
 def _setup_line(setup: SetupRow, wall: float) -> str | None:
     parts = []
     if setup["imports_us"] > 0:
-        parts.append(
-            f"imports {format_duration(setup['imports_us'])}{_top(setup['imports_top'])}"
-        )
+        parts.append(f"imports {format_duration(setup['imports_us'])}{_top(setup['imports_top'])}")
     if setup["construction_us"] > 0:
         construction = format_duration(setup["construction_us"])
         parts.append(f"model construction {construction}{_top(setup['construction_top'])}")

@@ -5,9 +5,9 @@ Two hooks, both reached only when the program imports a module it has not import
 constructs a ``torch.nn.Module``; a steady state that does neither never runs them:
 
 - **imports**: ``importlib._bootstrap._find_and_load``, which the interpreter calls for every
-  module not yet in ``sys.modules`` (``import x``, ``from x import y``, ``importlib.import_module``),
-  is wrapped for the run. The span covers finding, loading and executing the module and
-  everything it imports in turn; the label is the module's name.
+  module not yet in ``sys.modules`` (``import x``, ``from x import y``,
+  ``importlib.import_module``), is wrapped for the run. The span covers finding, loading and
+  executing the module and everything it imports in turn; the label is the module's name.
 - **model construction**: the ``__init__`` of every ``torch.nn.Module`` subclass is wrapped: the
   classes that exist once ``torch.nn`` is imported, and every class defined later through
   ``Module.__init_subclass__``. The label is the constructed object's class name.
@@ -61,6 +61,7 @@ class _Recording:
         self.pid = os.getpid()
         self.wrapped: list[tuple[type, Any]] = []  # (class, its own __init__ before wrapping)
         self.module_class: type | None = None
+        self.watching = False  # torch.nn was found (hooked, or left alone)
 
     def timed(self, kind: str, label: Callable[[], str], call: Callable[[], Any]) -> Any:
         """``call()``, recorded as a span when no other span is open on this thread."""
@@ -107,7 +108,7 @@ def recording_setup_spans() -> Iterator[None]:
 
     def find_and_load(name: str, import_: Any) -> Any:
         loaded = recording.timed(IMPORT, lambda: name, lambda: original(name, import_))
-        if recording.module_class is None and _MODULE_MODULE in sys.modules:
+        if not recording.watching and _MODULE_MODULE in sys.modules:
             _watch_constructions(recording)
         return loaded
 
@@ -130,9 +131,13 @@ def recorded_setup_spans() -> list[SetupSpanRecord]:
 
 def _watch_constructions(recording: _Recording) -> None:
     """Wrap ``__init__`` of every ``Module`` subclass, now and as classes are defined."""
-    module_class = getattr(sys.modules[_MODULE_MODULE], "Module", None)
-    if not isinstance(module_class, type) or "__init_subclass__" in module_class.__dict__:
-        return  # half-imported, or someone else's hook: leave it alone
+    found = getattr(sys.modules[_MODULE_MODULE], "Module", None)
+    if not isinstance(found, type):
+        return  # half-imported: the next import looks again
+    recording.watching = True
+    if "__init_subclass__" in found.__dict__:
+        return  # someone else's hook: leave it alone (and construction unmeasured)
+    module_class: type = found
     recording.module_class = module_class
     pending = [module_class]
     while pending:
@@ -141,8 +146,8 @@ def _watch_constructions(recording: _Recording) -> None:
         if cls is not module_class:
             _wrap_init(recording, cls)
 
-    def init_subclass(cls: type, **kwargs: Any) -> None:
-        super(module_class, cls).__init_subclass__(**kwargs)
+    def init_subclass(cls: type, /, **kwargs: Any) -> None:
+        super(module_class, cls).__init_subclass__(**kwargs)  # type: ignore[arg-type]
         _wrap_init(recording, cls)
 
     module_class.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
@@ -156,7 +161,7 @@ def _wrap_init(recording: _Recording, cls: type) -> None:
     @functools.wraps(init)
     def timed_init(self: Any, *args: Any, **kwargs: Any) -> None:
         recording.timed(
-            CONSTRUCTION, lambda: type(self).__qualname__, lambda: init(self, *args, **kwargs)
+            CONSTRUCTION, lambda: type(self).__name__, lambda: init(self, *args, **kwargs)
         )
 
     setattr(timed_init, _ORIGINAL, init)
@@ -166,7 +171,7 @@ def _wrap_init(recording: _Recording, cls: type) -> None:
 
 def _unwatch_constructions(recording: _Recording) -> None:
     for cls, init in recording.wrapped:
-        if cls.__dict__.get("__init__") is not None and hasattr(cls.__dict__["__init__"], _ORIGINAL):
+        if hasattr(cls.__dict__.get("__init__"), _ORIGINAL):  # not replaced meanwhile
             type.__setattr__(cls, "__init__", init)
     if recording.module_class is not None:
         del recording.module_class.__init_subclass__  # type: ignore[misc]
