@@ -17,6 +17,7 @@ import pytest
 
 from ncompass.analysis import summarize_trace
 from ncompass.analysis.setup_text import NOT_TOLD_APART
+from tests.analysis.test_summary_types import assert_matches_summary_type
 
 REPO = Path(__file__).resolve().parents[2]
 IMPORT_SLEEP_S = 0.6
@@ -154,6 +155,8 @@ def test_summarize_reports_imports_and_construction_apart(setup_run: SetupRun) -
     assert ", model construction " in markdown and " (Outer):" in markdown
     assert "(setup " in markdown and ", the rest " in markdown
     assert NOT_TOLD_APART not in markdown
+    assert "<p>Setup: imports " in summary.to_html()
+    assert_matches_summary_type(summary)
 
 
 def test_the_constructions_operators_leave_the_operator_table(setup_run: SetupRun) -> None:
@@ -183,3 +186,4 @@ def test_a_sidecar_without_setup_spans_summarizes_as_before(
     markdown = summary["markdown"]
     assert markdown.count(NOT_TOLD_APART) == 1 and "Setup: imports" not in markdown
     assert "outside every marker: " in markdown and "(setup " not in markdown
+    assert_matches_summary_type(summary)
