@@ -12,8 +12,8 @@ construction and steady-state (20 forwards) times, and their ratios (measured / 
 plus the time to install the hooks and the spans recorded. Then, in this process, with the hooks
 installed and removed in alternation: 20 forward passes of the same model (the steady state: a
 much tighter comparison than across processes), and the cost per construction of a small
-``nn.Linear`` (what code that builds modules in its loop pays). Goal: steady state 1.00x within
-noise.
+``nn.Linear`` (what code that builds modules in its loop pays); and the cost per import of a
+fresh module that imports another (best of each side). Goal: steady state 1.00x within noise.
 """
 
 from __future__ import annotations
@@ -117,9 +117,83 @@ def _in_process_costs(repeats: int = 7) -> tuple[list[float], list[float], float
     return steady[False], steady[True], min(built[False]), min(built[True])
 
 
+def _import_cost(modules: int = 300, repeats: int = 5) -> tuple[float, float]:
+    """Best-of µs per import of a fresh one-line module, each importing a second one (the
+    nested import the hook also passes through), without then with the hooks, alternating."""
+    import importlib
+    import tempfile
+
+    from ncompass.capture.setup_spans import recording_setup_spans
+
+    best = {False: float("inf"), True: float("inf")}
+    with tempfile.TemporaryDirectory() as folder:
+        sys.path.insert(0, folder)
+        try:
+            for attempt in range(2 * repeats):
+                hooked = attempt % 4 in (1, 2)
+                names = [f"bench_setup_{attempt}_{index}" for index in range(modules)]
+                for name in names:
+                    Path(folder, f"{name}.py").write_text(f"import {name}_inner\n")
+                    Path(folder, f"{name}_inner.py").write_text("VALUE = 1\n")
+                importlib.invalidate_caches()
+                with recording_setup_spans() if hooked else contextlib.nullcontext():
+                    start = time.perf_counter()
+                    for name in names:
+                        importlib.import_module(name)
+                    took = (time.perf_counter() - start) / modules * 1e6
+                best[hooked] = min(best[hooked], took)
+        finally:
+            sys.path.remove(folder)
+    return best[False], best[True]
+
+
+def _summarize_cost(size_mb: float, runs: int) -> tuple[list[float], list[float]]:
+    """Seconds of ``summarize_trace`` on a large trace without a sidecar, then with one whose
+    setup span holds the first tenth of the CPU time of the first CPU operator's thread (the
+    operator pass the spans need), alternating."""
+    import shutil
+    import tempfile
+
+    import orjson
+
+    from ncompass.analysis import summarize_trace
+    from ncompass.traces.link import link_trace
+    from ncompass.traces.reader import TraceReader
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from repeated_trace import DATA, first_source_trace, repeated_trace
+
+    source = repeated_trace(first_source_trace(), DATA / f"setup_{size_mb:g}mb.json.gz", size_mb)
+    seconds: dict[bool, list[float]] = {False: [], True: []}
+    with tempfile.TemporaryDirectory() as folder:
+        trace = Path(folder, "big.json.gz")
+        shutil.copyfile(source, trace)
+        linked = link_trace(trace, progress=False)
+        first = next(e for e in TraceReader(trace) if e.get("cat") == "cpu_op")
+        base = float(linked.metadata.get("baseTimeNanoseconds") or 0) / 1000
+        start = base + linked.origin_us + linked.cpu_start
+        end = start + (linked.cpu_end - linked.cpu_start) / 10
+        span = {"kind": "construction", "label": "Model", "start_unix_us": start}
+        span |= {"end_unix_us": end, "pid": first["pid"], "tid": first["tid"]}
+        sidecar = Path(folder, "big.ncompass.json")
+        for attempt in range(2 * runs):
+            with_spans = attempt % 4 in (1, 2)
+            if with_spans:
+                sidecar.write_bytes(orjson.dumps({"setup_spans": [span]}))
+            else:
+                sidecar.unlink(missing_ok=True)
+            began = time.perf_counter()
+            summarize_trace(trace, progress=False)
+            seconds[with_spans].append(time.perf_counter() - began)
+    return seconds[False], seconds[True]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--summarize-mb", type=float, default=0, help="also time summarize on a trace this large"
+    )
     args = parser.parse_args()
     runs: dict[str, list[dict[str, float]]] = {"plain": [], "measured": []}
     for round_ in range(args.rounds):
@@ -139,11 +213,24 @@ def main() -> None:
     off, on = statistics.median(plain_ms), statistics.median(hooked_ms)
     print(
         f"in one process, hooks off/on alternating: 20 forwards {off:.2f} ms / {on:.2f} ms "
-        f"({on / off:.3f}x, medians of {len(plain_ms)})"
+        f"({on / off:.3f}x, medians of {len(plain_ms)}; best {min(plain_ms):.2f} / "
+        f"{min(hooked_ms):.2f} ms, {min(hooked_ms) / min(plain_ms):.3f}x)"
     )
     print(
         f"nn.Linear(8, 8) construction: {plain_us:.2f} µs, with the hooks {hooked_us:.2f} µs "
         f"({hooked_us / plain_us:.2f}x, best of each; paid only while a program constructs modules)"
+    )
+    if args.summarize_mb:
+        plain_s, spans_s = _summarize_cost(args.summarize_mb, 3)
+        off, on = statistics.median(plain_s), statistics.median(spans_s)
+        print(
+            f"summarize of a {args.summarize_mb:g} MB trace: {off:.2f} s without setup spans, "
+            f"{on:.2f} s with ({on / off:.2f}x: the operator pass the spans need)"
+        )
+    plain_import, hooked_import = _import_cost()
+    print(
+        f"import of a new module (and its own import): {plain_import:.1f} µs, with the hooks "
+        f"{hooked_import:.1f} µs (+{hooked_import - plain_import:.1f} µs, best of each)"
     )
 
 

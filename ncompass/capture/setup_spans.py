@@ -165,7 +165,10 @@ def _wrap_init(recording: _Recording, cls: type) -> None:
         )
 
     setattr(timed_init, _ORIGINAL, init)
-    type.__setattr__(cls, "__init__", timed_init)
+    try:
+        type.__setattr__(cls, "__init__", timed_init)
+    except TypeError:  # an immutable (extension) class: its constructions are not measured
+        return
     recording.wrapped.append((cls, init))
 
 
