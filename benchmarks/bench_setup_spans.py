@@ -8,7 +8,9 @@ around the program) and once without, in alternating order: torch is imported fi
 runner imports it before the program), then the program imports ``transformers``, constructs a
 GPT-2 (``GPT2LMHeadModel``, a small random config) and runs 20 forward passes after two
 warm-up passes. No profiler runs, so only the hooks differ. Reported: medians of the import,
-construction and steady-state (20 forwards) times, and their ratios (measured / not measured),
+construction and steady-state (20 forwards) times, wall and process CPU time (the CPU time is
+what the hooks can add; on a loaded machine the wall time mostly measures the others' work), and
+their ratios (measured / not measured),
 plus the time to install the hooks and the spans recorded. Then, in this process, with the hooks
 installed and removed in alternation: 20 forward passes of the same model (the steady state: a
 much tighter comparison than across processes), and the cost per construction of a small
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,37 +40,42 @@ torch.set_num_threads(1)
 from contextlib import nullcontext
 from ncompass.capture.setup_spans import recorded_setup_spans, recording_setup_spans
 
+def now():
+    return time.perf_counter(), time.process_time()
+
 measured = sys.argv[1] == "measured"
-started = time.perf_counter()
+started = now()
 context = recording_setup_spans() if measured else nullcontext()
 with context:
-    installed = time.perf_counter()
+    installed = now()
     from transformers import GPT2Config, GPT2LMHeadModel
-    imported = time.perf_counter()
+    imported = now()
     config = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=2000, n_positions=128)
     model = GPT2LMHeadModel(config).eval()
-    constructed = time.perf_counter()
+    constructed = now()
     tokens = torch.randint(0, 2000, (4, 64))
     with torch.no_grad():
         for _ in range(2):
             model(tokens)
-        warm = time.perf_counter()
+        warm = now()
         for _ in range(20):
             model(tokens)
-        done = time.perf_counter()
+        done = now()
 spans = recorded_setup_spans() if measured else []
-print(json.dumps({
-    "install": installed - started,
-    "imports": imported - installed,
-    "construction": constructed - imported,
-    "steady": done - warm,
-    "spans": len(spans),
-    "kinds": sorted({span["kind"] for span in spans}),
-}))
+phases = {
+    "install": (started, installed),
+    "imports": (installed, imported),
+    "construction": (imported, constructed),
+    "steady": (warm, done),
+}
+result = {name: end[0] - begin[0] for name, (begin, end) in phases.items()}
+result |= {name + "_cpu": end[1] - begin[1] for name, (begin, end) in phases.items()}
+result |= {"spans": len(spans), "kinds": sorted({span["kind"] for span in spans})}
+print(json.dumps(result))
 """
 
 
-def _one(mode: str) -> dict[str, float]:
+def _one(mode: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", PROGRAM, mode],
@@ -76,7 +84,7 @@ def _one(mode: str) -> dict[str, float]:
         text=True,
         check=True,
     )
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -195,18 +203,22 @@ def main() -> None:
         "--summarize-mb", type=float, default=0, help="also time summarize on a trace this large"
     )
     args = parser.parse_args()
-    runs: dict[str, list[dict[str, float]]] = {"plain": [], "measured": []}
+    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "measured": []}
     for round_ in range(args.rounds):
         order = ["plain", "measured"] if round_ % 2 == 0 else ["measured", "plain"]
         for mode in order:
             runs[mode].append(_one(mode))
     print(f"{args.rounds} rounds, interleaved; medians (measured / not measured)")
-    print(f"{'phase':<14}{'not measured':>14}{'measured':>12}{'ratio':>8}")
+    print(f"{'phase':<14}{'wall: not':>12}{'measured':>12}{'ratio':>8}{'CPU: not':>12}", end="")
+    print(f"{'measured':>12}{'ratio':>8}")
     for phase in ("install", "imports", "construction", "steady"):
-        plain = statistics.median(run[phase] for run in runs["plain"])
-        hooked = statistics.median(run[phase] for run in runs["measured"])
-        ratio = hooked / plain if plain else float("nan")
-        print(f"{phase:<14}{plain * 1e3:>12.2f}ms{hooked * 1e3:>10.2f}ms{ratio:>7.2f}x")
+        print(f"{phase:<14}", end="")
+        for key in (phase, phase + "_cpu"):
+            plain = statistics.median(run[key] for run in runs["plain"])
+            hooked = statistics.median(run[key] for run in runs["measured"])
+            ratio = f"{hooked / plain:.2f}x" if plain > 1e-4 else "-"
+            print(f"{plain * 1e3:>10.2f}ms{hooked * 1e3:>10.2f}ms{ratio:>8}", end="")
+        print()
     last = runs["measured"][-1]
     print(f"spans recorded per run: {last['spans']} ({', '.join(map(str, last['kinds']))})")
     plain_ms, hooked_ms, plain_us, hooked_us = _in_process_costs()

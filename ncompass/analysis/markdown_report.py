@@ -82,10 +82,6 @@ def _setup_lines(trace: TraceInfo) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def _percent(part: float, whole: float) -> str:
-    return f"{part / whole:.1%}" if whole > 0 else "-"
-
-
 def _focus_section(focus: Focus, markers: list[MarkerRow], has_gpu: bool) -> list[str]:
     lines = ["## Focus", ""]
     if focus.get("feedback_text"):

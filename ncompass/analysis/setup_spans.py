@@ -152,6 +152,9 @@ class SpansByThread:
         for ranges in self._spans.values():
             ranges.sort()
         self._starts = {thread: [start for start, _ in r] for thread, r in self._spans.items()}
+        every = [edge for ranges in self._spans.values() for edge in ranges]
+        self.first = min((start for start, _ in every), default=float("inf"))
+        self.last = max((end for _, end in every), default=float("-inf"))
 
     def __bool__(self) -> bool:
         return bool(self._spans)

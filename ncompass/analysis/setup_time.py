@@ -215,12 +215,13 @@ def _operators_inside(
     calls: dict[str, int] = {}
     in_setup: dict[str, float] = {}
     setup_calls: dict[str, int] = {}
+    first, last = setup.first, setup.last  # most operators run after setup: rejected here
     for name, start, duration, pid, tid in _cpu_ops(trace):
-        index = bisect_right(starts, start) - 1
+        index = bisect_right(starts, start) - 1 if starts else -1
         if index >= 0 and start + duration <= spans[index][1]:
             inside[name] = inside.get(name, 0.0) + duration
             calls[name] = calls.get(name, 0) + 1
-        elif setup and setup.holds(pid, tid, start, start + duration):
+        elif first <= start <= last and setup.holds(pid, tid, start, start + duration):
             in_setup[name] = in_setup.get(name, 0.0) + duration
             setup_calls[name] = setup_calls.get(name, 0) + 1
     return inside, calls, in_setup, setup_calls
