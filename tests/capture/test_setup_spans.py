@@ -88,3 +88,19 @@ def test_each_thread_has_its_own_outermost_span() -> None:
     spans = recorded_setup_spans()
     assert len(spans) == 2 and len({span["tid"] for span in spans}) == 2
     assert torch.nn.Linear(1, 1).weight.shape == (1, 1)
+
+
+def test_an_import_made_while_constructing_is_part_of_the_construction(modules: Path) -> None:
+    (modules / "setup_lazy_mod.py").write_text("import json\nWIDTH = 3\n")
+    with recording_setup_spans():
+
+        class Lazy(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                import setup_lazy_mod
+
+                self.linear = nn.Linear(setup_lazy_mod.WIDTH, 1)
+
+        Lazy()
+    labels = [(span["kind"], span["label"]) for span in recorded_setup_spans()]
+    assert labels == [("construction", "Lazy")]
