@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,8 @@ class SetupSpan:
         start: Start, relative to the trace's origin, clipped to its CPU range.
         end: End, likewise.
         thread: ``(pid, tid)`` of the thread it ran on, as the trace's CPU events name it.
+        compiling_us: The part of it torch.compile was compiling (Dynamo and Inductor import
+            modules as they compile): counted as compilation, not here.
     """
 
     kind: str
@@ -44,10 +46,12 @@ class SetupSpan:
     start: float
     end: float
     thread: tuple[int, int]
+    compiling_us: float = 0.0
 
     @property
     def duration(self) -> float:
-        return self.end - self.start
+        """Its time outside compilation."""
+        return max(self.end - self.start - self.compiling_us, 0.0)
 
     @property
     def group(self) -> str:
@@ -95,6 +99,20 @@ def _sidecar_records(trace_path: Path) -> list[dict[str, Any]] | None:
     return [record for record in records if isinstance(record, dict)]
 
 
+def outside_compilation(
+    spans: list[SetupSpan], compiling: Sequence[tuple[float, float]]
+) -> list[SetupSpan]:
+    """``spans``, each with the part of it inside the disjoint ``compiling`` ranges set apart."""
+    if not compiling:
+        return spans
+    return [
+        replace(
+            span, compiling_us=span.end - span.start - outside([(span.start, span.end)], compiling)
+        )
+        for span in spans
+    ]
+
+
 def kind_total(spans: Iterable[SetupSpan], kind: str) -> float:
     """The time of ``kind``'s spans (outermost spans of one thread never overlap)."""
     return sum(span.duration for span in spans if span.kind == kind)
@@ -104,7 +122,7 @@ def top_labels(spans: Iterable[SetupSpan], kind: str) -> list[SetupLabelRow]:
     """Per package imported (or class constructed), its time and spans, largest first."""
     totals: dict[str, tuple[float, int]] = {}
     for span in spans:
-        if span.kind == kind:
+        if span.kind == kind and span.duration > 0:
             us, count = totals.get(span.group, (0.0, 0))
             totals[span.group] = (us + span.duration, count + 1)
     ranked = sorted(totals.items(), key=lambda item: -item[1][0])[:_TOP_LABELS]
@@ -180,6 +198,7 @@ __all__ = [
     "kind_total",
     "length",
     "outside",
+    "outside_compilation",
     "read_setup_spans",
     "top_labels",
     "union",

@@ -29,6 +29,7 @@ from ncompass.analysis.setup_spans import (
     kind_total,
     length,
     outside,
+    outside_compilation,
     read_setup_spans,
     top_labels,
     union,
@@ -148,6 +149,8 @@ def setup_time(trace: LinkedTrace) -> SetupTime:
     if compile_us > 0:  # one more pass over the file, only for a trace that compiled
         spans = _compile_spans(trace, phases)
     inside = _inside_markers(trace, spans)
+    if setup_spans:  # imports made while compiling are compilation: each moment counts once
+        setup_spans = outside_compilation(setup_spans, spans)
     by_thread = SpansByThread(setup_spans or [])
     operators: dict[str, float] = {}
     calls: dict[str, int] = {}

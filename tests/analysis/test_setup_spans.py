@@ -187,3 +187,50 @@ def test_a_sidecar_without_setup_spans_summarizes_as_before(
     assert markdown.count(NOT_TOLD_APART) == 1 and "Setup: imports" not in markdown
     assert "outside every marker: " in markdown and "(setup " not in markdown
     assert_matches_summary_type(summary)
+
+
+def test_an_import_made_while_compiling_counts_as_compilation(tmp_path: Path) -> None:
+    from tests.traces.builders import CPU_PID, TraceBuilder
+
+    builder = TraceBuilder()
+    builder.metadata["baseTimeNanoseconds"] = 1_000_000_000
+    trace = (
+        builder.marker("step", 0, 1000)
+        .cpu_op("dynamo", 10, 900)
+        .cpu_op("entire_frame_compile", 11, 898)
+        .cpu_op("aten::addmm", 920, 50)
+        .cpu_op("aten::uniform_", 1200, 100)
+        .marker("step", 1500, 60)
+        .cpu_op("aten::addmm", 1500, 50)
+        .write(tmp_path / "compiled.json")
+    )
+    base = 1_000_000.0  # µs: baseTimeNanoseconds / 1000; the trace's origin is its first ts, 0
+
+    def span(kind: str, label: str, start: float, end: float) -> dict:
+        return {
+            "kind": kind,
+            "label": label,
+            "start_unix_us": base + start,
+            "end_unix_us": base + end,
+            "pid": CPU_PID,
+            "tid": 1,
+        }
+
+    spans = [
+        span("import", "sympy.core", 100, 400),  # Inductor importing as it compiles
+        span("import", "mypkg", 1100, 1150),
+        span("construction", "Model", 1190, 1400),
+    ]
+    (tmp_path / "compiled.ncompass.json").write_bytes(orjson.dumps({"setup_spans": spans}))
+    summary = summarize_trace(trace)
+    setup = summary["structured"]["trace"]["setup"]
+    assert setup["imports_us"] == 50 and setup["imports_top"] == [
+        {"label": "mypkg", "us": 50, "count": 1}
+    ]
+    assert setup["construction_us"] == 210 and setup["compile_us"] == 900
+    assert setup["setup_us"] == 900 + 50 + 210
+    assert setup["steady_us"] == 1560 - 1160
+    operators = _cpu_operators(summary["structured"])
+    assert "aten::uniform_" not in operators and "aten::addmm" in operators
+    setup_line = "Setup: imports 50.0 µs (mypkg), model construction 210.0 µs (Model), "
+    assert setup_line in summary["markdown"]
