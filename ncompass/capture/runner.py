@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -130,7 +130,7 @@ def run(options: RunOptions) -> RunResult:
         )
         enable_rewrites(config)
         if options.follow:
-            followed = FollowedRun.begin(config, options, trace_path)
+            followed = FollowedRun.begin(config, options, trace_path, windows, folder / name)
         try:
             with (
                 followed.scope() if followed is not None else contextlib.nullcontext(),
@@ -171,7 +171,7 @@ def run(options: RunOptions) -> RunResult:
         release_claim(trace_path)  # claimed for a trace that was never written
     processes = None
     if followed is not None:
-        processes = followed.finish(written, markers, outcome.exit_code)
+        processes = followed.finish(written, markers, outcome.exit_code, windows)
         markers, unplaced = processes.markers, processes.still_unplaced(unplaced)
     duration = time.perf_counter() - clock
     sidecar = None
@@ -198,7 +198,8 @@ def run(options: RunOptions) -> RunResult:
     )  # fmt: skip
     if windows is not None:  # the sidecars written as each span ended now get the exit code
         for span in windows.spans:
-            _write_window_sidecar(span, options, config, outcome, markers)
+            listed = processes.window_processes.get(span.trace) if processes else None
+            _write_window_sidecar(span, options, config, outcome, markers, listed)
         result.window_traces = [span.trace for span in windows.spans]
         result.window_warning = windows.warning
     return result
@@ -239,9 +240,11 @@ def _write_window_sidecar(
     config: RewriteConfig,
     outcome: ScriptOutcome | None,
     markers: list[MarkerRecord] | None = None,
+    processes: list[dict[str, Any]] | None = None,
 ) -> None:
     """A span's sidecar: written when it ends (no exit code yet), again when the run ends
-    (with the run's markers: the registry is emptied by then)."""
+    (with the run's markers: the registry is emptied by then, and, for a run that followed
+    its processes, the processes that recorded the window)."""
     markers = REGISTRY.manifest() if markers is None else markers
     kernels = _compiled_kernels(span.backend, markers)
     _write_sidecar(
@@ -255,6 +258,7 @@ def _write_window_sidecar(
         None,
         kernels,
         window=span.window,
+        processes=FollowOutcome(processes=processes) if processes is not None else None,
     )
 
 

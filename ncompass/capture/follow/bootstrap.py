@@ -77,7 +77,8 @@ class Followed:
 
     @property
     def wants_profiler(self) -> bool:
-        return self.settings.get("profiler") == "torch" and self.settings.get("traces") is not None
+        recorded = self.settings.get("traces") or self.settings.get("windows")
+        return self.settings.get("profiler") == "torch" and recorded is not None
 
 
 _state: Followed | None = None
@@ -246,6 +247,11 @@ def start_profiler() -> None:
     state = current()
     if state is None or state.root or state.helper or state.profiler or not state.wants_profiler:
         return
+    if state.settings.get("windows") is not None:  # the run records windows: so does this one
+        from ncompass.capture.follow.windows import start_windows
+
+        start_windows(state)
+        return
     from pathlib import Path
 
     from ncompass.capture.backends import make_profiler
@@ -282,6 +288,10 @@ def finish(exit_code: int | None = None) -> None:
             trace_file = str(profiler.stop())
         except Exception as error:  # the process is ending: say why, never raise
             sys.stderr.write(f"ncompass: warning: process {state.pid} wrote no trace: {error}\n")
+    if state.settings.get("windows") is not None:
+        from ncompass.capture.follow.windows import finish_windows
+
+        me.update(finish_windows(state))  # writes the open window first
     markers: list[Any] = []
     modules: list[list[str]] = []
     if state.rewriting:
