@@ -34,6 +34,7 @@ from ncompass.capture.gpu_timeline import GpuTimeline, finish, start_monitor
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs
+from ncompass.capture.setup_spans import recorded_setup_spans, recording_setup_spans
 from ncompass.capture.sidecar import CompiledKernelsRecord, Sidecar
 from ncompass.capture.termination import program_running
 from ncompass.capture.trace_files import (
@@ -263,7 +264,9 @@ def _write_window_sidecar(
 
 def _run_entry(options: RunOptions) -> ScriptOutcome:
     """Run the script or module of ``options`` as ``__main__``."""
-    with program_running():  # SIGTERM and Ctrl-C stop the program, not the trace's writing
+    # SIGTERM and Ctrl-C stop the program, not the trace's writing; imports and model
+    # construction are timed apart (setup spans, in the sidecar)
+    with program_running(), recording_setup_spans():
         if options.script is not None:
             return run_script(options.script, list(options.args))
         assert options.module is not None
@@ -337,6 +340,8 @@ def _write_sidecar(
         }
     if processes is not None and len(processes.processes) > 1:
         document["processes"] = processes.processes
+    # the program's imports and model constructions (capture/setup_spans.py)
+    document["setup_spans"] = recorded_setup_spans()
     captured = graph_captured_markers()
     if captured:  # they recorded nothing: their code replays as a CUDA graph (docs/compile.md)
         document["cuda_graph_markers"] = captured
