@@ -29,6 +29,7 @@ from ncompass.capture.child_run import (
     write_child_report,
 )
 from ncompass.capture.compiled_kernels import provenance_note
+from ncompass.capture.cpu_wait import CpuWaitClock, CpuWaitRecord
 from ncompass.capture.follow.tree import FollowedRun, FollowOutcome
 from ncompass.capture.gpu_timeline import GpuTimeline, finish, start_monitor
 from ncompass.capture.lifecycle import ProfiledRun, profiled
@@ -103,6 +104,8 @@ def run(options: RunOptions) -> RunResult:
     windows = _recording_windows(options, config, folder, name)  # checked before anything runs
     started = time.time()
     clock = time.perf_counter()
+    cpu_wait = CpuWaitClock()
+    cpu_wait.start()
     outcome = ScriptOutcome(1)
     monitor: GpuMonitor | None = None
     gpu: GpuTimeline | None = None
@@ -174,6 +177,7 @@ def run(options: RunOptions) -> RunResult:
         processes = followed.finish(written, markers, outcome.exit_code, windows)
         markers, unplaced = processes.markers, processes.still_unplaced(unplaced)
     duration = time.perf_counter() - clock
+    waited = cpu_wait.stop()
     sidecar = None
     if written is not None:
         kernels = _compiled_kernels(profiler, markers)
@@ -188,6 +192,7 @@ def run(options: RunOptions) -> RunResult:
             gpu,
             kernels,
             processes=processes,
+            cpu_wait=waited,
         )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
@@ -314,6 +319,7 @@ def _write_sidecar(
     *,
     window: WindowRecord | None = None,
     processes: FollowOutcome | None = None,
+    cpu_wait: CpuWaitRecord | None = None,
 ) -> Path:
     path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
@@ -340,6 +346,8 @@ def _write_sidecar(
         }
     if processes is not None and len(processes.processes) > 1:
         document["processes"] = processes.processes
+    if cpu_wait is not None:
+        document["cpu_wait"] = cpu_wait
     # the program's imports and model constructions (capture/setup_spans.py)
     document["setup_spans"] = recorded_setup_spans()
     captured = graph_captured_markers()

@@ -6,7 +6,8 @@ launched (linked through ``args.correlation``). The run is cut into *repeats* (t
 of the outermost marker that recurs, e.g. each ``model(ids)`` call; else three equal slices of
 time), the statements are ranked in each, and the spread of the winner's share across repeats
 says how stable the ranking is. When the runner-up is within noise of the winner, the answer is
-a tie and names both.
+a tie and names both. When the machine was busy (the program waited for a CPU a good share of
+the run, see :mod:`ncompass.capture.cpu_wait`), no answer is ``high`` confidence, and it says why.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import bisect
 import linecache
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ncompass.capture.cpu_wait import CONTENDED_WAIT_SHARE, waited_share
 from ncompass.importer.registry import MarkerRecord
 from ncompass.session.history import IterationRecord
 from ncompass.session.paths import shown_path
@@ -100,6 +102,10 @@ class Answer:
         extern_kernels: Then, the ops the compiled code called instead (``aten::mm``,
             ``aten::addmm``, ``aten::convolution``: Inductor's extern kernels), with their share
             of the answer's time.
+        cpu_waited_share: The share of the run the program's main thread waited for a CPU
+            that other work held (None: not measured). From
+            :data:`~ncompass.capture.cpu_wait.CONTENDED_WAIT_SHARE` on, the timings are the
+            machine's as much as the code's: confidence is at most ``medium``.
     """
 
     file: str
@@ -123,6 +129,7 @@ class Answer:
     compiled_kernels_share: float | None = None
     extern_kernels: list[WorkTime] = field(default_factory=list)
     process: str | None = None
+    cpu_waited_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``answer`` of ``session run --json``)."""
@@ -152,6 +159,9 @@ class Answer:
             ),
             "extern_kernels": [k.to_dict() for k in self.extern_kernels],
             "process": self.process,
+            "cpu_waited_share": (
+                round(self.cpu_waited_share, 4) if self.cpu_waited_share is not None else None
+            ),
         }
 
     @classmethod
@@ -180,6 +190,7 @@ class Answer:
             compiled_kernels_share=data.get("compiled_kernels_share"),
             extern_kernels=[WorkTime(**k) for k in data.get("extern_kernels") or []],
             process=data.get("process"),
+            cpu_waited_share=data.get("cpu_waited_share"),
         )
 
     def describe(self) -> str:
@@ -209,7 +220,28 @@ class Answer:
             )
         if self.repeats > 1:
             text += f" (spread ±{100 * self.spread:.1f} points over {self.repeats} repeats)"
+        if self.contended:
+            text += (
+                f"; the machine was busy: the program waited for a CPU "
+                f"{100 * (self.cpu_waited_share or 0):.0f}% of the run, which stretches every "
+                "timing by chance, so confidence is at most medium (run it on a quiet machine)"
+            )
         return text
+
+    @property
+    def contended(self) -> bool:
+        """The run's timings were disturbed by other work on the machine."""
+        share = self.cpu_waited_share
+        return share is not None and share >= CONTENDED_WAIT_SHARE
+
+    def under_contention(self, sidecar: Mapping[str, Any] | None) -> Answer:
+        """This answer with the run's CPU waits (the sidecar's ``cpu_wait``) taken into account:
+        on a contended machine no timing is clear enough for ``high`` confidence."""
+        share = waited_share((sidecar or {}).get("cpu_wait"))
+        answer = replace(self, cpu_waited_share=share)
+        if answer.contended and answer.confidence == "high":
+            answer.confidence = "medium"
+        return answer
 
 
 def _contender(data: dict[str, Any]) -> Contender:
