@@ -267,7 +267,7 @@ def windows_for_run(
         return RecordingWindows(trigger, make_backend, folder, name, on_written)
     return RecordingWindows(
         trigger,
-        lambda trace, number: NvtxWindowRange(window_range_name(number)),
+        lambda trace, number: NvtxWindowRange(window_range_name(number), number),
         folder,
         name,
         on_written,
@@ -287,36 +287,38 @@ def window_range_name(number: int) -> str:
 class NvtxWindowRange:
     """A span under ``--profiler nvtx`` or ``nvtx-trace``: an NVTX range around the window,
     and ``cudaProfilerStart``/``Stop`` where CUDA is initialised, so that
-    ``nsys profile --capture-range=cudaProfilerApi`` records the same window."""
+    ``nsys profile --capture-range=cudaProfilerApi`` records the same window. Under
+    ``nvtx-trace`` it also opens and closes the recorder's window
+    (:mod:`ncompass.capture.nvtx_windows`)."""
 
     name = "nvtx"
     marker_context = "nvtx"
 
-    def __init__(self, range_name: str) -> None:
+    def __init__(self, range_name: str, number: int = 0) -> None:
         from ncompass.runtime.sites import bind
 
         self._enter, self._exit = bind("nvtx", range_name, async_safe=True)
         self._handle: object = None
+        self._number = number
 
     def start(self) -> None:
-        """Open the range and the CUDA profiler capture."""
+        """Open the recorder's window, the range and the CUDA profiler capture."""
+        from ncompass.capture.nsys_windows import start_cuda_capture
+        from ncompass.capture.nvtx_windows import open_recorder_window
+
+        open_recorder_window(self._number)
         self._handle = self._enter()
-        _cuda_profiler("start")
+        start_cuda_capture(self._number)
 
     def stop(self) -> Path | None:
-        """Close them; the whole run's recording holds the window."""
-        _cuda_profiler("stop")
+        """Close them; the run's recording holds the window."""
+        from ncompass.capture.nsys_windows import stop_cuda_capture
+        from ncompass.capture.nvtx_windows import close_recorder_window
+
+        stop_cuda_capture()
         self._exit(self._handle)
+        close_recorder_window()
         return None
-
-
-def _cuda_profiler(action: str) -> None:
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return
-    import torch.cuda.profiler as cuda_profiler
-
-    getattr(cuda_profiler, action)()
 
 
 def cut_window_traces(trace: Path) -> list[Path]:
