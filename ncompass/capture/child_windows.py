@@ -18,8 +18,9 @@ import orjson
 from ncompass.capture.trace_files import release_claim, sidecar_path
 
 if TYPE_CHECKING:
-    from ncompass.capture.gpu_timeline import GpuMonitor, GpuTimeline
+    from ncompass.capture.gpu_timeline import GpuTimeline
     from ncompass.capture.sidecar import SidecarExtras
+    from ncompass.gpu import GpuMonitor
 
 
 class WindowCapture(Protocol):
@@ -69,7 +70,7 @@ def finish_windows(
 
 
 def _claimed_windows(trace_path: Path) -> list[Path]:
-    stem = trace_path.name[: -len(".json")] if trace_path.name.endswith(".json") else trace_path.stem
+    stem = trace_path.name.removesuffix(".json")
     found = []
     for path in trace_path.parent.glob(f"{stem}-w*.json"):
         number = path.name[len(stem) + 2 : -len(".json")]

@@ -35,9 +35,7 @@ _capturing = False
 def cuda_is_initialised() -> bool:
     """Whether this process has initialised CUDA through torch (never imports torch)."""
     torch = sys.modules.get("torch")
-    return bool(
-        torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
-    )
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
 
 
 def start_cuda_capture(number: int) -> bool:
@@ -130,7 +128,7 @@ def pair_reports(
     """
     reports = range_reports(report, single)
     numbers = started_windows(listing)
-    stem = trace_path.name[: -len(".json")] if trace_path.name.endswith(".json") else trace_path.stem
+    stem = trace_path.name.removesuffix(".json")
     pairs: list[NsysWindow] = []
     for number, path in zip(numbers, reports, strict=False):
         trace = trace_path.with_name(f"{stem}-w{number}.json")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,14 +51,18 @@ class RecorderGate:
         self._events = self._library.ncompass_nvtx_recorder_events
         self._events.argtypes = []
         self._events.restype = ctypes.c_uint64
+        self.number = 0
+        """The open window's number (0: none is open)."""
 
     def open(self, number: int) -> None:
         """Record from now on, as window ``number``."""
         self._window(number)
+        self.number = number
 
     def close(self) -> None:
         """Record nothing from now on."""
         self._window(0)
+        self.number = 0
 
     def events(self) -> int:
         """Events the recorder has kept in this process so far."""
@@ -97,7 +102,11 @@ def close_recorder_window() -> None:
         gate.close()
 
 
-def write_recorded_windows(recordings: list[NvtxRecording], trace_path: Path) -> list[Path]:
+def write_recorded_windows(
+    recordings: list[NvtxRecording],
+    trace_path: Path,
+    write: Callable[[list[NvtxRecording], Path], object],
+) -> list[Path]:
     """Write each window of the gated recordings as ``<trace>-wN.json``.
 
     A window is written only where the child claimed its trace (the empty ``<trace>-wN.json``
@@ -105,12 +114,15 @@ def write_recorded_windows(recordings: list[NvtxRecording], trace_path: Path) ->
     still open at its close end there. The window's own range is named
     ``recording window N``.
 
+    Args:
+        recordings: The gated recordings (one per process).
+        trace_path: The run's trace name (``NAME.json``); windows go beside it.
+        write: Writes recordings as one Chrome trace (the backend's writer).
+
     Raises:
         TraceError: a window's trace cannot be written.
     """
-    from ncompass.capture.backends.nvtx_trace import write_recordings
-
-    stem = trace_path.name[: -len(".json")] if trace_path.name.endswith(".json") else trace_path.stem
+    stem = trace_path.name.removesuffix(".json")
     written: list[tuple[int, Path]] = []
     for recording in recordings:
         for window in _window_ranges(recording):
@@ -120,7 +132,7 @@ def write_recorded_windows(recordings: list[NvtxRecording], trace_path: Path) ->
                 continue
             end = window.end_ns if window.end_ns is not None else recording.written_monotonic_ns
             inside = _inside(recording, window.start_ns, end, number)
-            write_recordings([inside], output)
+            write([inside], output)
             written.append((number, output))
     return [output for _, output in sorted(written)]
 

@@ -131,7 +131,7 @@ class RecorderCapture:
         from ncompass.capture.nvtx_windows import write_recorded_windows
 
         recordings = self._recordings()
-        windows = write_recorded_windows(recordings, trace_path)
+        windows = write_recorded_windows(recordings, trace_path, write_recordings)
         ranges = sum(len(recording.ranges) for recording in recordings)
         note = (
             f"NVTX recorder: {_count(ranges, 'range')} recorded in "
