@@ -8,6 +8,9 @@ NVTX already loaded (``dlopen`` of the same file returns the same copy). Flippin
 chosen over the recorder recognising the window's range by name: no string compare on every
 push, and it works for by-marker, by-time and on-demand windows alike. Outside a window an
 NVTX call into the recorder reads the flag and counts push/pop depth: no clock read, no memory.
+ncompass' own markers do not even call NVTX outside a window
+(:func:`ncompass.runtime.nvtx_range.record_markers`): they cost an idle marker and a flag
+check; other libraries' NVTX ranges (torch's, CUDA's) meet the recorder's gate.
 
 Only ranges that start inside a window are kept (as under the torch profiler); a range still
 open at the window's close ends at the close. After the child exited, the parent writes each
@@ -89,14 +92,23 @@ def recorder_gate() -> RecorderGate | None:
 
 
 def open_recorder_window(number: int) -> None:
-    """Open the recorder's window ``number`` (before the window's range is pushed)."""
+    """Open the recorder's window ``number`` (before the window's range is pushed), and let
+    ncompass' markers reach NVTX."""
     gate = recorder_gate()
     if gate is not None:
         gate.open(number)
+    if os.environ.get(WINDOWS_VARIABLE):
+        from ncompass.runtime.nvtx_range import record_markers
+
+        record_markers(True)
 
 
 def close_recorder_window() -> None:
-    """Close the recorder's window (after the window's range is popped)."""
+    """Close the recorder's window (after the window's range is popped); markers skip NVTX."""
+    if os.environ.get(WINDOWS_VARIABLE):
+        from ncompass.runtime.nvtx_range import record_markers
+
+        record_markers(False)
     gate = recorder_gate()
     if gate is not None:
         gate.close()
