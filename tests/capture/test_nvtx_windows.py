@@ -294,3 +294,86 @@ def test_the_recorder_keeps_only_ranges_that_start_in_the_open_window(tmp_path: 
     assert ends["pushed-after-a-pop"] is None  # open at the close: its end is not kept
     assert ends["async-open-at-close"] is None
     assert recording.unmatched_pops == 0 and recording.unmatched_ends == 0
+
+
+SERVER = """
+import json, sys, time
+from ncompass.capture.nvtx_windows import recorder_gate
+
+def step(n):
+    return n
+
+def tag(n): ...
+def outer(first, last): ...
+
+gate = recorder_gate()
+outside = []       # the recorder's events after each call made while no window was open
+print("serving", file=sys.stderr, flush=True)
+deadline = time.monotonic() + 240
+n = 0
+while time.monotonic() < deadline:  # serves until the test says stop
+    n += 1
+    step(n)
+    closed, events = not gate.number, gate.events()
+    if closed and not gate.number:  # closed before and after reading: no window in between
+        outside.append(events)
+    time.sleep(0.005)
+    try:
+        open(sys.argv[1]).close()
+        break
+    except OSError:
+        pass
+print(json.dumps({"calls": n, "outside": sorted(set(outside))}))
+"""
+
+
+def _wait_for_line(stream: Any, pattern: str, deadline_s: float = 120.0) -> str:
+    import time
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        line = str(stream.readline())
+        if pattern in line:
+            return line
+    raise AssertionError(f"no line with {pattern!r}")
+
+
+def test_on_demand_captures_each_write_a_window_when_the_run_ends(tmp_path: Path) -> None:
+    script, spec = _write(tmp_path, source=SERVER)
+    stop_file = tmp_path / "X"
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    run = ["run", "-c", str(spec), "-o", "traces", "--trace-name", "srv", "--profiler"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ncompass", *run, "nvtx-trace", "--on-demand", str(script), "X"],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = _wait_for_line(server.stderr, "records on demand")
+        pid = line.split("run ", 1)[1].split()[0]  # the re-executed run's pid
+        _wait_for_line(server.stderr, "serving")
+        for number in (1, 2):
+            captured = subprocess.run(  # prints the path at once; written when the run ends
+                [sys.executable, "-m", "ncompass", "capture", pid, "--duration", "0.3"],
+                capture_output=True,
+                text=True,
+                env=environment,
+                timeout=300,
+            )
+            assert captured.returncode == 0, captured.stderr
+            assert captured.stdout.strip().endswith(f"srv-w{number}.json")
+    finally:
+        stop_file.touch()
+        out, rest = server.communicate(timeout=300)
+    assert server.returncode == 0, rest
+    shown = json.loads(out.strip().splitlines()[-1])
+    for number in (1, 2):
+        trace = tmp_path / "traces" / f"srv-w{number}.json"
+        assert 1 <= _names(trace).count("step") < shown["calls"]
+        sidecar = json.loads(trace.with_name(f"srv-w{number}.ncompass.json").read_text())
+        assert sidecar["window"]["trigger"] == "demand"
+    # before, between and after the captures the recorder kept nothing new
+    assert shown["outside"][0] == 0 and len(shown["outside"]) == 3
