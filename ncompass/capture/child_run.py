@@ -39,7 +39,6 @@ from ncompass.capture.trace_files import (
     trace_dir,
 )
 from ncompass.errors import CaptureError, NcompassError
-from ncompass.importer.script import ScriptNotFoundError
 
 if TYPE_CHECKING:
     from ncompass.capture.sidecar import Sidecar, SidecarExtras
@@ -62,7 +61,6 @@ _ERROR_TYPES: dict[str, type[NcompassError]] = {
         errors.RewriteError,
         errors.SpecError,
         errors.TraceError,
-        ScriptNotFoundError,
     )
 }
 
@@ -109,6 +107,8 @@ def run_in_child(options: RunOptions) -> RunResult:
             code, ...), raised again here with the child's message.
     """
     if options.script is not None and not os.path.isfile(options.script):
+        from ncompass.importer.script import ScriptNotFoundError  # (libcst: only when needed)
+
         raise ScriptNotFoundError(
             f"{options.script}: no such script; check the path (or use -m MODULE)"
         )
@@ -281,6 +281,10 @@ def _read_report(report_file: Path) -> dict[str, Any]:
 def _error_from_child(outcome: dict[str, Any]) -> NcompassError:
     """The child's error, of the same class when it is one of ncompass' own."""
     kind = _ERROR_TYPES.get(str(outcome.get("error_type")), NcompassError)
+    if outcome.get("error_type") == "ScriptNotFoundError":
+        from ncompass.importer.script import ScriptNotFoundError
+
+        kind = ScriptNotFoundError
     return kind(str(outcome["error"]))
 
 
