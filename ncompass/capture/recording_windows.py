@@ -64,10 +64,11 @@ class RecordingWindows:
         make_backend: A fresh profiler writing to the given trace path, for span number N.
         folder / name: Where traces go and the run's trace name (spans add ``-wN``).
         on_written: Called with each span once its trace is written (writes its sidecar).
-        marks_only: The run's own profiler records the whole run (NVTX ranges for an attached
-            tool, or the NVTX recorder); each span only marks itself with an NVTX range (see
-            :class:`NvtxWindowRange`). With ``claims_traces``, its trace ``<trace>-wN`` is
-            claimed for the parent run to cut from the whole trace (``nvtx-trace``).
+        marks_only: The run's own profiler is an NVTX tool (attached, or the NVTX recorder);
+            each span marks itself with an NVTX range (see :class:`NvtxWindowRange`). With
+            ``claims_traces``, its trace ``<trace>-wN`` is claimed for the parent run to write
+            from the tool's recording (``nvtx-trace``, ``--nsys``:
+            :mod:`ncompass.capture.child_windows`).
     """
 
     def __init__(
@@ -184,7 +185,7 @@ class RecordingWindows:
         written = span.backend.stop()
         if written is None and not self.marks_only:
             raise CaptureError(f"the profiler wrote no trace for window {span.window['number']}")
-        trace = written or span.trace  # marks only: the parent run cuts it (nvtx-trace)
+        trace = written or span.trace  # marks only: the parent run writes it (nvtx-trace)
         recorded = RecordedSpan(span.window, trace, span.backend, span.started_unix_s, duration)
         self.spans.append(recorded)
         if self._on_written is not None and self._claims_traces:
@@ -319,34 +320,6 @@ class NvtxWindowRange:
         self._exit(self._handle)
         close_recorder_window()
         return None
-
-
-def cut_window_traces(trace: Path) -> list[Path]:
-    """The parent's side of ``nvtx-trace`` windows: cut each span marked in ``trace`` into the
-    ``<trace>-wN.json`` the child claimed (and wrote a sidecar for).
-
-    Raises:
-        CaptureError: the trace cannot be read back, or a window not written.
-    """
-    from ncompass.capture.windows import write_windows
-
-    stem = trace.name[: -len(".json")] if trace.name.endswith(".json") else trace.stem
-    cuts = [
-        _Cut(window_range_name(n), f"recording window {n}", trace.with_name(f"{stem}-w{n}.json"))
-        for n in range(1, _MOST_CUT_WINDOWS + 1)
-        if trace.with_name(f"{stem}-w{n}.json").exists()
-    ]
-    return write_windows(trace, cuts) if cuts else []
-
-
-_MOST_CUT_WINDOWS = 10_000
-
-
-@dataclass(frozen=True)
-class _Cut:
-    marker: str
-    title: str
-    output_path: Path
 
 
 """The ``--profiler`` values recording windows work with."""
