@@ -302,6 +302,12 @@ class NvtxWindowRange:
         self._handle: object = None
         self._number = number
 
+    def prepare(self) -> None:
+        """Load the recorder's gate before the window opens (once per process)."""
+        from ncompass.capture.nvtx_windows import recorder_gate
+
+        recorder_gate()
+
     def start(self) -> None:
         """Open the recorder's window, the range and the CUDA profiler capture."""
         from ncompass.capture.nsys_windows import start_cuda_capture

@@ -377,3 +377,38 @@ def test_on_demand_captures_each_write_a_window_when_the_run_ends(tmp_path: Path
         assert sidecar["window"]["trigger"] == "demand"
     # before, between and after the captures the recorder kept nothing new
     assert shown["outside"][0] == 0 and len(shown["outside"]) == 3
+
+
+def test_ctrl_c_inside_a_window_still_writes_it(tmp_path: Path) -> None:
+    source = """
+    import os, signal, sys
+
+    def tag(n):
+        return n
+
+    def step(n):
+        tag(n)
+        if n == 9:
+            os.kill(os.getpid(), signal.SIGINT)
+        return n
+
+    def outer(first, last): ...
+
+    for n in range(1, int(sys.argv[1]) + 1):
+        step(n)
+    """
+    script, spec = _write(tmp_path, source=source)
+    run = ["run", "-c", str(spec), "-o", "traces", "--trace-name", "nv", "--profiler"]
+    window = ["--window", "step:8:5"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ncompass", *run, "nvtx-trace", *window, str(script), "20"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+        timeout=300,
+    )
+    assert done.returncode == 130, done.stderr
+    names = _names(tmp_path / "traces" / "nv-w1.json")
+    assert [name for name in names if name.startswith("tag.")] == ["tag.8", "tag.9"]
+    assert (tmp_path / "traces" / "nv-w1.ncompass.json").exists()
