@@ -264,7 +264,9 @@ class Collector:
         self.trace = trace
         self._is_part = part
         self._name_index: dict[str, int] = {}
-        self._class_of_name: dict[int, int] = {}  # name index -> kernel class code
+        # name index -> kernel class code + 1 (0: not classified yet); a byte a name, where a
+        # dict cost ~80 bytes a name in traces whose kernel names are all distinct
+        self._class_of_name = bytearray()
         self._thread_index: dict[tuple[Any, Any], int] = {}
         self._open_ranges: dict[tuple[Any, Any], list[Event]] = defaultdict(list)
         self._counts: dict[str, int] = defaultdict(int)
@@ -483,7 +485,17 @@ class Collector:
         for phase in self.trace.compile_phases.values():
             del phase.durations[:]  # kept only to merge the parts of a split trace
         self._fold_overlap_tracks()
+        self._release()
         return self.trace
+
+    def _release(self) -> None:
+        """Free what only folding needed before linking allocates its own: the interning tables
+        (a dict entry and an int a distinct name, 16 MB for 120k kernel names) and the C folder,
+        whose reference back to this collector would otherwise keep them until a garbage
+        collection."""
+        self._folder = None
+        self._name_index = {}
+        self._class_of_name = bytearray()
 
     def _fold_overlap_tracks(self) -> None:
         """Put the slices of overlap tracks back on the thread (or stream) they belong to."""
@@ -649,11 +661,13 @@ class Collector:
             gpu.bytes.append(0)
 
     def _kernel_class_of(self, name_id: int, name: str) -> int:
-        kernel_class = self._class_of_name.get(name_id)
-        if kernel_class is None:
-            kernel_class = self._class_of_name[name_id] = _KERNEL_CLASS_CODES[
-                classify_gpu_event(name)
-            ]
+        known = self._class_of_name
+        if name_id < len(known) and known[name_id]:
+            return known[name_id] - 1
+        kernel_class = _KERNEL_CLASS_CODES[classify_gpu_event(name)]
+        if name_id >= len(known):
+            known.extend(bytes(name_id + 1 - len(known)))
+        known[name_id] = kernel_class + 1
         return kernel_class
 
     def _new_operator(self, name: str) -> OperatorTotals:

@@ -78,6 +78,7 @@ def link_trace(
             collector.add(batch)
         trace = collector.finish()
         trace.metadata = reader.metadata
+        del collector, reader  # their buffers and tables, before linking allocates
     _link_gpu_events_to_launches(trace)
     _link_launches_and_markers(trace)
     return trace
