@@ -24,13 +24,6 @@ def doubles(data: bytes) -> array[float]:
     return column
 
 
-def longs(data: bytes) -> array[int]:
-    """An ``array('l')`` of the longs in ``data``."""
-    column = array("l")
-    column.frombytes(data)
-    return column
-
-
 def index_column(indices: object) -> array[int] | None:
     """``indices`` if it is an ``array('l')`` the sweeps can read, else None."""
     return indices if isinstance(indices, array) and indices.typecode == "l" else None

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Literal
 
-from ncompass.analysis.breakdown import _in_start_order, _merged_by_class
+from ncompass.analysis.breakdown import ALL_CLASSES, in_start_order, merged_union
 from ncompass.analysis.intervals import Interval, IntervalColumns, total_length, union
 from ncompass.analysis.summary_types import Timeline
 from ncompass.traces.link import NO_LINK, LinkedTrace, marker_group
@@ -35,7 +35,7 @@ def busy_timeline(trace: LinkedTrace, *, columns: int = COLUMNS, lanes: int = LA
     """
     gpu = trace.gpu
     # as columns, merged in start order: a (start, end) tuple per GPU event took ~110 bytes each
-    gpu_busy, _ = _merged_by_class(gpu, _in_start_order(gpu.start, range(len(gpu))))
+    gpu_busy = merged_union(gpu, in_start_order(gpu.start, range(len(gpu))), ALL_CLASSES)
     markers = trace.markers
     source: Literal["gpu", "cpu"] = "gpu" if gpu_busy else "cpu"
     busy = gpu_busy or IntervalColumns.of(union((marker.start, marker.end) for marker in markers))

@@ -692,6 +692,8 @@ class Collector:
         return self.trace.names[self._name_id(name)]
 
     def _name_id(self, name: str) -> int:
+        if self._folder is not None:  # its table, 4-8 bytes a name, holds every name
+            return int(self._folder.name_id(name))
         index = self._name_index.get(name)
         if index is None:
             index = self._name_index[name] = len(self.trace.names)

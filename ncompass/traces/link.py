@@ -87,8 +87,9 @@ def link_trace(
 def _link_gpu_events_to_launches(trace: LinkedTrace) -> None:
     gpu = trace.gpu
     gpu.launch = array("l", [NO_LINK]) * len(gpu)
-    if _fold is not None:  # the same, with a hash table of 16 bytes per GPU event
-        _fold.link_correlations(gpu.correlation, trace.launches.correlation, gpu.launch, NO_LINK)
+    if _fold is not None and _fold.link_correlations(  # the same, 12-20 bytes a GPU event
+        gpu.correlation, trace.launches.correlation, gpu.launch, NO_LINK
+    ):
         return
     by_correlation = {
         correlation: index
@@ -154,7 +155,7 @@ def _launches_in_time_order(
     if _fold is not None:  # 8 bytes a launch, not a Python int, a list slot and a sort key
         ordered: dict[int, Sequence[int]] = {}
         for thread in threads:
-            indices = array("l")
+            indices = array("l", [0]) * _fold.launches_on_thread(launches.thread, thread)
             if not _fold.launches_in_time_order(launches.thread, launches.start, thread, indices):
                 break  # a NaN start: where it goes is Python's sort's to say
             ordered[thread] = indices

@@ -105,6 +105,8 @@ def test_columns_of_the_wrong_type_or_length_are_refused() -> None:
     with pytest.raises(IndexError):
         sweep.order_by_start(starts, array("l", [0, 2]))
     with pytest.raises(IndexError):
-        sweep.merge_by_class(starts, starts, array("b", [0, 5]), array("l", [0, 1]), 3)
+        sweep.merge_union(starts, starts, array("b", [0, 5]), array("l", [0, 1]), 3, -1, None, None)
     with pytest.raises(IndexError):
-        sweep.launch_columns(array("l", [0, 3]), starts, starts, starts, starts, array("l", [0, 1]))
+        sweep.launch_column(
+            array("l", [0, 3]), starts, starts, starts, starts, array("l", [0, 1]), 0, None
+        )
