@@ -106,8 +106,10 @@ typedef struct {
 #define PHASE_SLOTS 8
 #define THREAD_CACHE 8 /* (pid, tid) tokens -> thread index, most recent first */
 /* Past this many tokens the table is emptied after a batch: a trace whose names are all
- * distinct (a kernel name per launch) would otherwise keep a second copy of every name here. */
-#define TOKEN_LIMIT (1 << 15)
+ * distinct (a kernel name per launch) would otherwise keep a second copy of every name here.
+ * 4096 tokens of a long kernel name are about 1 MB (32768 were 8 MB, a sixth of what a 40 MB
+ * trace of distinct names keeps); a few hundred names and values repeat in most traces. */
+#define TOKEN_LIMIT (1 << 12)
 typedef struct {
     PyObject *phase;
     long long pending;
