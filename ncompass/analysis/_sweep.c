@@ -5,7 +5,8 @@
  * are identical to the last bit (NaN times included: IEEE comparisons with NaN are false in C as
  * in Python). Without this extension (no C compiler) those loops run in Python.
  *
- * Columns come as array.array buffers: 'd' for times, 'l' for indices, 'b' for kernel classes.
+ * Columns come as array.array buffers: 'd' for times, 'i' for a trace's index columns (launch
+ * and marker links), 'l' for the orders computed here, 'b' for kernel classes.
  * Per-event results are written into arrays the caller allocated at their exact length (a first
  * call counts them) or sorted in place: no growing buffer and no copy to bytes, so a sweep over
  * N events holds at most one column of N beside what it reads.
@@ -13,6 +14,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,11 +282,12 @@ static PyObject *launch_column(PyObject *Py_UNUSED(module), PyObject *args) {
         return NULL;
     }
     Py_buffer views[6], out;
-    if (open_columns(columns, "ldddd" "l", views, 6) < 0) return NULL;
-    const long *gpu_launch = views[0].buf, *selected = views[5].buf;
+    if (open_columns(columns, "idddd" "l", views, 6) < 0) return NULL;
+    const int32_t *gpu_launch = views[0].buf;
+    const long *selected = views[5].buf;
     const double *gpu_start = views[1].buf, *gpu_duration = views[2].buf,
                  *launch_start = views[3].buf, *launch_duration = views[4].buf;
-    Py_ssize_t events = LENGTH(views[0], long), launches = LENGTH(views[3], double),
+    Py_ssize_t events = LENGTH(views[0], int32_t), launches = LENGTH(views[3], double),
                count = LENGTH(views[5], long);
     Py_ssize_t linked = 0, shorter = 0, capacity = 0;
     double *values = NULL;
@@ -392,10 +395,11 @@ static PyObject *idle_gaps(PyObject *Py_UNUSED(module), PyObject *args) {
         return NULL;
     }
     Py_buffer views[6];
-    if (open_columns(columns, "ddldll", views, 6) < 0) return NULL;
+    if (open_columns(columns, "ddidil", views, 6) < 0) return NULL;
     const double *gpu_start = views[0].buf, *gpu_duration = views[1].buf,
                  *launch_start = views[3].buf;
-    const long *gpu_launch = views[2].buf, *launch_marker = views[4].buf, *order = views[5].buf;
+    const int32_t *gpu_launch = views[2].buf, *launch_marker = views[4].buf;
+    const long *order = views[5].buf;
     Py_ssize_t events = LENGTH(views[0], double), launches = LENGTH(views[3], double),
                count = LENGTH(views[5], long);
     /* categories: 0 host-bound, 1 not host-bound, 2 unknown (no launch) */
@@ -410,8 +414,8 @@ static PyObject *idle_gaps(PyObject *Py_UNUSED(module), PyObject *args) {
         if (largest == NULL) PyErr_NoMemory();
         goto done;
     }
-    if (LENGTH(views[1], double) < events || LENGTH(views[2], long) < events ||
-        LENGTH(views[4], long) < launches) {
+    if (LENGTH(views[1], double) < events || LENGTH(views[2], int32_t) < events ||
+        LENGTH(views[4], int32_t) < launches) {
         index_error("a GPU event");
         goto done;
     }

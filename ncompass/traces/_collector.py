@@ -41,6 +41,9 @@ except ImportError:  # built without a C compiler: the Python fold below does th
 
 NO_LINK = -1
 """Index stored where a GPU event has no launch, or a launch no marker."""
+INDEX = "i"
+"""The typecode of the index columns (names, threads, launches, markers): 4 bytes an item, 24
+bytes a kernel and its launch less than 8-byte items (the C fold and sweeps read them so)."""
 
 # Categories of X events on the GPU side that are not GPU events by the contract and never launches.
 _GPU_SIDE_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync"})
@@ -154,12 +157,12 @@ class OperatorTotals:
 class LaunchCalls:
     """CPU-side events carrying ``args.correlation`` (runtime/driver calls), as columns."""
 
-    name: array[int] = field(default_factory=lambda: array("l"))  # index into LinkedTrace.names
-    thread: array[int] = field(default_factory=lambda: array("l"))
+    name: array[int] = field(default_factory=lambda: array(INDEX))  # index into LinkedTrace.names
+    thread: array[int] = field(default_factory=lambda: array(INDEX))
     start: array[float] = field(default_factory=lambda: array("d"))
     duration: array[float] = field(default_factory=lambda: array("d"))
     correlation: array[int] = field(default_factory=lambda: array("q"))
-    marker: array[int] = field(default_factory=lambda: array("l"))  # filled by linking
+    marker: array[int] = field(default_factory=lambda: array(INDEX))  # filled by linking
     # Launches also inside markers that only partly overlap their innermost one (start/end
     # ranges interleave): launch index -> those markers, outside the innermost one's parents.
     also_inside: dict[int, list[int]] = field(default_factory=dict)
@@ -172,13 +175,13 @@ class LaunchCalls:
 class GpuEvents:
     """GPU events (kernels, memcpys, memsets) as columns."""
 
-    name: array[int] = field(default_factory=lambda: array("l"))
+    name: array[int] = field(default_factory=lambda: array(INDEX))
     kernel_class: array[int] = field(default_factory=lambda: array("b"))  # see KERNEL_CLASSES
-    stream: array[int] = field(default_factory=lambda: array("l"))  # index into LinkedTrace.threads
+    stream: array[int] = field(default_factory=lambda: array(INDEX))  # into LinkedTrace.threads
     start: array[float] = field(default_factory=lambda: array("d"))
     duration: array[float] = field(default_factory=lambda: array("d"))
     correlation: array[int] = field(default_factory=lambda: array("q"))
-    launch: array[int] = field(default_factory=lambda: array("l"))  # filled by linking
+    launch: array[int] = field(default_factory=lambda: array(INDEX))  # filled by linking
     bytes: array[int] = field(default_factory=lambda: array("q"))  # memcpy/memset size, or 0
 
     def __len__(self) -> int:
@@ -447,14 +450,14 @@ class Collector:
             marker.thread = threads[marker.thread]
             trace.markers.append(marker)
         launches, gpu = trace.launches, trace.gpu
-        launches.name.extend(array("l", [names[name] for name in folded.launches.name]))
-        launches.thread.extend(array("l", [threads[thread] for thread in folded.launches.thread]))
+        launches.name.extend(array(INDEX, [names[name] for name in folded.launches.name]))
+        launches.thread.extend(array(INDEX, [threads[thread] for thread in folded.launches.thread]))
         launches.start.extend(folded.launches.start)
         launches.duration.extend(folded.launches.duration)
         launches.correlation.extend(folded.launches.correlation)
-        gpu.name.extend(array("l", [names[name] for name in folded.gpu.name]))
+        gpu.name.extend(array(INDEX, [names[name] for name in folded.gpu.name]))
         gpu.kernel_class.extend(folded.gpu.kernel_class)
-        gpu.stream.extend(array("l", [threads[stream] for stream in folded.gpu.stream]))
+        gpu.stream.extend(array(INDEX, [threads[stream] for stream in folded.gpu.stream]))
         for column in ("start", "duration", "correlation", "bytes"):
             getattr(gpu, column).extend(getattr(folded.gpu, column))
         _absorb_totals(trace.cpu_operators, folded.cpu_operators, self._intern)
@@ -510,7 +513,7 @@ class Collector:
         for marker in trace.markers:
             marker.thread = moved.get(marker.thread, marker.thread)
         for column in (trace.launches.thread, trace.gpu.stream):
-            column[:] = array("l", [moved.get(thread, thread) for thread in column])
+            column[:] = array(INDEX, [moved.get(thread, thread) for thread in column])
 
     def _close_range(self, end_event: Event) -> None:
         stack = self._open_ranges.get((end_event.get("pid"), end_event.get("tid")))

@@ -32,6 +32,9 @@ enum { A_CORRELATION, A_BYTES, ARGS_FIELDS };
 static const char *const ARGS_FIELD_NAMES[ARGS_FIELDS] = {"correlation", "bytes"};
 
 enum { L_NAME, L_THREAD, L_START, L_DURATION, L_CORRELATION, LAUNCH_COLUMNS };
+/* Index columns (names, threads, launches, markers) hold 4-byte items, array('i'): 24 bytes a
+ * kernel and its launch less than 8-byte ones, in traces made mostly of kernels. */
+typedef int32_t Index;
 enum { G_NAME, G_CLASS, G_STREAM, G_START, G_DURATION, G_CORRELATION, G_BYTES, GPU_COLUMNS };
 
 enum { KIND_OTHER, KIND_CPU_OP, KIND_RUNTIME, KIND_GPU, KIND_GPU_SIDE };
@@ -70,6 +73,16 @@ static int buffer_flush(Buffer *buffer, PyObject *column) {
     Py_DECREF(done);
     buffer->size = 0;
     return 0;
+}
+
+/* Append an index to an Index column (OverflowError past 2**31 - 1, which no trace reaches). */
+static int put_index(Buffer *buffer, long value) {
+    if (value > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "an index beyond 2**31 - 1");
+        return -1;
+    }
+    Index item = (Index)value;
+    return buffer_put(buffer, &item, sizeof(Index));
 }
 
 #include "_event_text.h"
@@ -588,9 +601,9 @@ static int fold_complete(Folder *self, const Complete *event) {
         if (kernel_class < 0) return -1;
         signed char class_code = (signed char)kernel_class;
         Buffer *gpu = self->gpu;
-        if (buffer_put(&gpu[G_NAME], &name_index, sizeof(long)) < 0 ||
+        if (put_index(&gpu[G_NAME], name_index) < 0 ||
             buffer_put(&gpu[G_CLASS], &class_code, 1) < 0 ||
-            buffer_put(&gpu[G_STREAM], &stream, sizeof(long)) < 0 ||
+            put_index(&gpu[G_STREAM], stream) < 0 ||
             buffer_put(&gpu[G_START], &start, sizeof(double)) < 0 ||
             buffer_put(&gpu[G_DURATION], &length, sizeof(double)) < 0 ||
             buffer_put(&gpu[G_CORRELATION], &correlation, sizeof(long long)) < 0 ||
@@ -628,8 +641,8 @@ static int fold_complete(Folder *self, const Complete *event) {
     long thread = event->thread >= 0 ? event->thread : thread_of(self, event->pid, event->tid);
     if (thread < 0) return -1;
     Buffer *launches = self->launches;
-    if (buffer_put(&launches[L_NAME], &name_index, sizeof(long)) < 0 ||
-        buffer_put(&launches[L_THREAD], &thread, sizeof(long)) < 0 ||
+    if (put_index(&launches[L_NAME], name_index) < 0 ||
+        put_index(&launches[L_THREAD], thread) < 0 ||
         buffer_put(&launches[L_START], &start, sizeof(double)) < 0 ||
         buffer_put(&launches[L_DURATION], &length, sizeof(double)) < 0 ||
         buffer_put(&launches[L_CORRELATION], &correlation, sizeof(long long)) < 0)
@@ -1104,22 +1117,22 @@ static PyObject *link_correlations(PyObject *Py_UNUSED(module), PyObject *args) 
         PyBuffer_Release(&gpu);
         return NULL;
     }
-    if (column_view(out_column, &out, sizeof(long), 1) < 0) {
+    if (column_view(out_column, &out, sizeof(Index), 1) < 0) {
         PyBuffer_Release(&gpu);
         PyBuffer_Release(&launches);
         return NULL;
     }
     const long long *gpu_correlation = gpu.buf, *launch_correlation = launches.buf;
-    long *gpu_launch = out.buf;
+    Index *gpu_launch = out.buf;
     Py_ssize_t gpu_count = gpu.len / (Py_ssize_t)sizeof(long long);
     Py_ssize_t launch_count = launches.len / (Py_ssize_t)sizeof(long long);
     PyObject *result = NULL;
     int32_t *table = NULL, *next = NULL;
-    if (out.len / (Py_ssize_t)sizeof(long) != gpu_count) {
+    if (out.len / (Py_ssize_t)sizeof(Index) != gpu_count) {
         PyErr_SetString(PyExc_ValueError, "gpu_launch has the wrong length");
         goto done;
     }
-    if (gpu_count > INT32_MAX - 1) { /* indices of 4 bytes: 12-20 bytes a GPU event, not 24-40 */
+    if (gpu_count > INT32_MAX - 1 || launch_count > INT32_MAX) { /* 4-byte indices */
         result = Py_NewRef(Py_False);
         goto done;
     }
@@ -1148,7 +1161,7 @@ static PyObject *link_correlations(PyObject *Py_UNUSED(module), PyObject *args) 
         while (table[slot] >= 0 && gpu_correlation[table[slot]] != launch_correlation[launch])
             slot = (slot + 1) & (capacity - 1);
         for (int32_t index = table[slot]; index >= 0; index = next[index])
-            gpu_launch[index] = (long)launch;
+            gpu_launch[index] = (Index)launch;
     }
     result = Py_NewRef(Py_True);
 done:
@@ -1181,9 +1194,9 @@ static PyObject *launches_on_thread(PyObject *Py_UNUSED(module), PyObject *args)
     long thread;
     if (!PyArg_ParseTuple(args, "Ol", &thread_column, &thread)) return NULL;
     Py_buffer threads;
-    if (column_view(thread_column, &threads, sizeof(long), 0) < 0) return NULL;
-    const long *thread_of = threads.buf;
-    Py_ssize_t count = threads.len / (Py_ssize_t)sizeof(long), selected = 0;
+    if (column_view(thread_column, &threads, sizeof(Index), 0) < 0) return NULL;
+    const Index *thread_of = threads.buf;
+    Py_ssize_t count = threads.len / (Py_ssize_t)sizeof(Index), selected = 0;
     for (Py_ssize_t index = 0; index < count; index++) selected += thread_of[index] == thread;
     PyBuffer_Release(&threads);
     return PyLong_FromSsize_t(selected);
@@ -1201,7 +1214,7 @@ static PyObject *launches_in_time_order(PyObject *Py_UNUSED(module), PyObject *a
     if (!PyArg_ParseTuple(args, "OOlO", &thread_column, &start_column, &thread, &out_column))
         return NULL;
     Py_buffer threads, starts, out;
-    if (column_view(thread_column, &threads, sizeof(long), 0) < 0) return NULL;
+    if (column_view(thread_column, &threads, sizeof(Index), 0) < 0) return NULL;
     if (column_view(start_column, &starts, sizeof(double), 0) < 0) {
         PyBuffer_Release(&threads);
         return NULL;
@@ -1212,10 +1225,10 @@ static PyObject *launches_in_time_order(PyObject *Py_UNUSED(module), PyObject *a
         return NULL;
     }
     PyObject *result = NULL;
-    const long *thread_of = threads.buf;
+    const Index *thread_of = threads.buf;
     const double *start = starts.buf;
     long *indices = out.buf;
-    Py_ssize_t count = threads.len / (Py_ssize_t)sizeof(long), selected = 0;
+    Py_ssize_t count = threads.len / (Py_ssize_t)sizeof(Index), selected = 0;
     Py_ssize_t capacity = out.len / (Py_ssize_t)sizeof(long);
     StartOrder *order = NULL;
     int in_order = 1;
@@ -1312,7 +1325,7 @@ static PyObject *assign_launches(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer views[5];
     PyObject *columns[5] = {start_column, marker_column, order_column, marker_start_column,
                             marker_end_column};
-    Py_ssize_t sizes[5] = {sizeof(double), sizeof(long), sizeof(long), sizeof(double),
+    Py_ssize_t sizes[5] = {sizeof(double), sizeof(Index), sizeof(long), sizeof(double),
                            sizeof(double)};
     int opened = 0;
     PyObject *result = NULL;
@@ -1320,8 +1333,12 @@ static PyObject *assign_launches(PyObject *Py_UNUSED(module), PyObject *args) {
         if (column_view(columns[opened], &views[opened], sizes[opened], opened == 1) < 0) goto done;
     const double *launch_start = views[0].buf, *marker_start = views[3].buf,
                  *marker_end = views[4].buf;
-    long *launch_marker = views[1].buf;
+    Index *launch_marker = views[1].buf;
     const long *order = views[2].buf;
+    if (views[1].len / (Py_ssize_t)sizeof(Index) < views[0].len / (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_IndexError, "launch_marker is shorter than the launches");
+        goto done;
+    }
     Py_ssize_t launches = views[0].len / (Py_ssize_t)sizeof(double),
                count = views[2].len / (Py_ssize_t)sizeof(long),
                markers = views[3].len / (Py_ssize_t)sizeof(double);
@@ -1351,7 +1368,7 @@ static PyObject *assign_launches(PyObject *Py_UNUSED(module), PyObject *args) {
                 break;
             }
         }
-        launch_marker[launch] = innermost;
+        launch_marker[launch] = (Index)innermost;
     }
     result = PyLong_FromSsize_t(next);
 done:

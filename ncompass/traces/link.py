@@ -16,6 +16,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from ncompass.traces._collector import (
+    INDEX,
     KERNEL_CLASSES,
     NO_LINK,
     Collector,
@@ -86,7 +87,7 @@ def link_trace(
 
 def _link_gpu_events_to_launches(trace: LinkedTrace) -> None:
     gpu = trace.gpu
-    gpu.launch = array("l", [NO_LINK]) * len(gpu)
+    gpu.launch = array(INDEX, [NO_LINK]) * len(gpu)
     if _fold is not None and _fold.link_correlations(  # the same, 12-20 bytes a GPU event
         gpu.correlation, trace.launches.correlation, gpu.launch, NO_LINK
     ):
@@ -115,7 +116,7 @@ def _link_gpu_events_to_launches(trace: LinkedTrace) -> None:
 def _link_launches_and_markers(trace: LinkedTrace) -> None:
     """Sweep each thread in time order: markers nest, launches go to the innermost open one."""
     launches = trace.launches
-    launches.marker = array("l", [NO_LINK]) * len(launches)
+    launches.marker = array(INDEX, [NO_LINK]) * len(launches)
     markers_by_thread: dict[int, list[int]] = defaultdict(list)
     for index, marker in enumerate(trace.markers):
         markers_by_thread[marker.thread].append(index)

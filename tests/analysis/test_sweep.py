@@ -108,5 +108,5 @@ def test_columns_of_the_wrong_type_or_length_are_refused() -> None:
         sweep.merge_union(starts, starts, array("b", [0, 5]), array("l", [0, 1]), 3, -1, None, None)
     with pytest.raises(IndexError):
         sweep.launch_column(
-            array("l", [0, 3]), starts, starts, starts, starts, array("l", [0, 1]), 0, None
+            array("i", [0, 3]), starts, starts, starts, starts, array("l", [0, 1]), 0, None
         )
