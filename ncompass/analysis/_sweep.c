@@ -171,9 +171,10 @@ PyDoc_STRVAR(merge_union_doc,
              "merge_union(start, duration, kernel_class, by_start, classes, code, starts, "
              "ends)\n--\n\n"
              "breakdown's union of the GPU intervals in ``by_start`` order (all of them when "
-             "``code`` is -1, else those of that kernel class): returns how many disjoint "
-             "intervals it has, and writes them into ``starts`` and ``ends`` ('d' arrays of "
-             "exactly that length) unless they are None.");
+             "``code`` is -1, else those of that kernel class): returns (how many disjoint "
+             "intervals, the sum of their lengths added in order as intervals.total_length does, "
+             "last end - first start or 0.0), and writes the intervals into ``starts`` and "
+             "``ends`` ('d' arrays of exactly that length) unless they are None.");
 
 static PyObject *merge_union(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *columns[4], *outputs[2];
@@ -195,6 +196,7 @@ static PyObject *merge_union(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *result = NULL;
     int opened = 0, open = 0;
     double *starts = NULL, *ends = NULL, open_start = 0.0, open_end = 0.0;
+    double total = 0.0, first_start = 0.0;
     Py_ssize_t capacity = 0, merged = 0;
     if (LENGTH(views[1], double) < events || LENGTH(views[2], signed char) < events) {
         index_error("a GPU event");
@@ -223,7 +225,7 @@ static PyObject *merge_union(PyObject *Py_UNUSED(module), PyObject *args) {
         }
         if (code >= 0 && kernel_class[index] != code) continue;
         double begin = start[index], end = begin + duration[index];
-        if (open && begin <= open_end) { /* the rule of breakdown._merged */
+        if (open && begin <= open_end) { /* the rule of breakdown.merged_union */
             if (end > open_end) open_end = end;
             continue;
         }
@@ -233,7 +235,10 @@ static PyObject *merge_union(PyObject *Py_UNUSED(module), PyObject *args) {
                 starts[merged] = open_start;
                 ends[merged] = open_end;
             }
+            total += open_end - open_start;
             merged++;
+        } else {
+            first_start = begin;
         }
         open = 1;
         open_start = begin;
@@ -245,10 +250,11 @@ static PyObject *merge_union(PyObject *Py_UNUSED(module), PyObject *args) {
             starts[merged] = open_start;
             ends[merged] = open_end;
         }
+        total += open_end - open_start;
         merged++;
     }
     if (writing && merged != capacity) goto too_short;
-    result = PyLong_FromSsize_t(merged);
+    result = Py_BuildValue("ndd", merged, total, open ? open_end - first_start : 0.0);
     goto done;
 too_short:
     PyErr_SetString(PyExc_ValueError, "starts and ends do not have the union's length");

@@ -15,9 +15,10 @@ def merge_union(
     code: int,
     starts: array[float] | None,
     ends: array[float] | None,
-) -> int:
-    """How many intervals the union of one class's (or, with code -1, all) GPU intervals has;
-    written into ``starts`` and ``ends`` (of exactly that length) unless they are None."""
+) -> tuple[int, float, float]:
+    """How many intervals the union of one class's (or, with code -1, all) GPU intervals has,
+    their total length and span; written into ``starts`` and ``ends`` (of exactly that length)
+    unless they are None."""
 
 def launch_column(
     gpu_launch: array[int],

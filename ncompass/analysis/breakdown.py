@@ -329,23 +329,41 @@ class _UnionLengths:
 
 
 def _union_lengths(gpu: GpuEvents, by_start: Sequence[int]) -> _UnionLengths:
-    """Merge the intervals and measure them, one union at a time (each freed before the next is
-    built, the two whose overlap is measured excepted): 16 bytes a merged interval at most twice,
-    not every union at once."""
-    busy = merged_union(gpu, by_start, ALL_CLASSES)
-    span, busy_length = busy.span(), busy.total_length()
-    del busy
-    memory = merged_union(gpu, by_start, _CLASS_CODE[KernelClass.MEMORY]).total_length()
-    communication = merged_union(gpu, by_start, _CLASS_CODE[KernelClass.COMMUNICATION])
-    computation = merged_union(gpu, by_start, _CLASS_CODE[KernelClass.COMPUTATION])
+    """Merge the intervals and measure them, one union at a time; the unions themselves are
+    built only to measure the overlap of communication and computation, when there are both."""
+    _, busy, span = _measured_union(gpu, by_start, ALL_CLASSES)
+    _, memory, _ = _measured_union(gpu, by_start, _CLASS_CODE[KernelClass.MEMORY])
+    communications, communication, _ = _measured_union(
+        gpu, by_start, _CLASS_CODE[KernelClass.COMMUNICATION]
+    )
+    computations, computation, _ = _measured_union(
+        gpu, by_start, _CLASS_CODE[KernelClass.COMPUTATION]
+    )
+    overlapped = 0.0  # overlap_length of an empty union
+    if communications and computations:
+        overlapped = overlap_length(
+            merged_union(gpu, by_start, _CLASS_CODE[KernelClass.COMMUNICATION]),
+            merged_union(gpu, by_start, _CLASS_CODE[KernelClass.COMPUTATION]),
+        )
     return _UnionLengths(
         span=span,
-        busy=busy_length,
-        computation=computation.total_length(),
-        communication=communication.total_length(),
+        busy=busy,
+        computation=computation,
+        communication=communication,
         memory=memory,
-        communication_overlapped=overlap_length(communication, computation),
+        communication_overlapped=overlapped,
     )
+
+
+def _measured_union(gpu: GpuEvents, by_start: Sequence[int], code: int) -> tuple[int, float, float]:
+    """How many intervals :func:`merged_union` has, their total length and their span, without
+    keeping them where the C sweep measures as it merges."""
+    sweep, column = _native.sweep, _native.index_column(by_start)
+    if sweep is not None and column is not None:
+        arguments = (gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES), code)
+        return sweep.merge_union(*arguments, None, None)
+    merged = merged_union(gpu, by_start, code)
+    return len(merged), merged.total_length(), merged.span()
 
 
 def in_start_order(starts: array[float], selected: Sequence[int]) -> array[int]:
@@ -371,7 +389,7 @@ def merged_union(gpu: GpuEvents, by_start: Sequence[int], code: int) -> Interval
     sweep, column = _native.sweep, _native.index_column(by_start)
     if sweep is not None and column is not None:
         arguments = (gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES), code)
-        count = sweep.merge_union(*arguments, None, None)
+        count, _, _ = sweep.merge_union(*arguments, None, None)
         merged = IntervalColumns(array("d", [0.0]) * count, array("d", [0.0]) * count)
         sweep.merge_union(*arguments, merged.starts, merged.ends)
         return merged
