@@ -173,7 +173,7 @@ PyDoc_STRVAR(merge_union_doc,
              "breakdown's union of the GPU intervals in ``by_start`` order (all of them when "
              "``code`` is -1, else those of that kernel class): returns (how many disjoint "
              "intervals, the sum of their lengths added in order as intervals.total_length does, "
-             "last end - first start or 0.0), and writes the intervals into ``starts`` and "
+             "the first start and the last end or 0.0), and writes the intervals into ``starts`` and "
              "``ends`` ('d' arrays of exactly that length) unless they are None.");
 
 static PyObject *merge_union(PyObject *Py_UNUSED(module), PyObject *args) {
@@ -254,7 +254,7 @@ static PyObject *merge_union(PyObject *Py_UNUSED(module), PyObject *args) {
         merged++;
     }
     if (writing && merged != capacity) goto too_short;
-    result = Py_BuildValue("ndd", merged, total, open ? open_end - first_start : 0.0);
+    result = Py_BuildValue("nddd", merged, total, first_start, open ? open_end : 0.0);
     goto done;
 too_short:
     PyErr_SetString(PyExc_ValueError, "starts and ends do not have the union's length");
@@ -263,6 +263,102 @@ done:
         PyBuffer_Release(&out[0]);
         PyBuffer_Release(&out[1]);
     }
+    close_columns(views, 4);
+    return result;
+}
+
+/* ---- union_coverage ------------------------------------------------------------------- */
+
+PyDoc_STRVAR(union_coverage_doc,
+             "union_coverage(start, duration, kernel_class, by_start, classes, code, begin, "
+             "scale, columns)\n--\n\n"
+             "timeline._coverage of merge_union's intervals, without them: the share of each of "
+             "``columns`` bins covered, as a list of floats; None when a bin position is not "
+             "finite (Python's int() decides what that means).");
+
+/* Add one merged interval to the bins, as timeline._coverage does; 0 when not finite. */
+static int cover(double *covered, Py_ssize_t columns, double begin, double scale, double start,
+                 double stop) {
+    double first = (start - begin) * scale, last = (stop - begin) * scale;
+    if (!isfinite(first)) return 0;
+    if (first >= (double)columns) return 1;
+    Py_ssize_t column = first > 0.0 ? (Py_ssize_t)first : 0; /* max(0, int(first)) */
+    for (; column < columns && (double)column < last; column++) {
+        double upper = last < (double)(column + 1) ? last : (double)(column + 1);
+        double lower = first > (double)column ? first : (double)column;
+        covered[column] += upper - lower;
+    }
+    return 1;
+}
+
+static PyObject *union_coverage(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *columns_in[4];
+    int classes, code;
+    double begin, scale;
+    Py_ssize_t columns;
+    if (!PyArg_ParseTuple(args, "OOOOiiddn", &columns_in[0], &columns_in[1], &columns_in[2],
+                          &columns_in[3], &classes, &code, &begin, &scale, &columns))
+        return NULL;
+    if (classes < 1 || classes > 64 || code < -1 || code >= classes || columns < 0 ||
+        columns > 1000000) {
+        PyErr_SetString(PyExc_ValueError,
+                        "classes must be 1 to 64, code -1 to classes - 1, columns 0 to 1000000");
+        return NULL;
+    }
+    Py_buffer views[4];
+    if (open_columns(columns_in, "ddbl", views, 4) < 0) return NULL;
+    const double *start = views[0].buf, *duration = views[1].buf;
+    const signed char *kernel_class = views[2].buf;
+    const long *order = views[3].buf;
+    Py_ssize_t events = LENGTH(views[0], double), count = LENGTH(views[3], long);
+    PyObject *result = NULL;
+    int open = 0;
+    double open_start = 0.0, open_end = 0.0;
+    double *covered = PyMem_Calloc((size_t)(columns ? columns : 1), sizeof(double));
+    if (covered == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (LENGTH(views[1], double) < events || LENGTH(views[2], signed char) < events) {
+        index_error("a GPU event");
+        goto done;
+    }
+    for (Py_ssize_t position = 0; position < count; position++) {
+        long index = order[position];
+        if (index < 0 || index >= events) {
+            index_error("a GPU event");
+            goto done;
+        }
+        if (kernel_class[index] < 0 || kernel_class[index] >= classes) {
+            index_error("a kernel class");
+            goto done;
+        }
+        if (code >= 0 && kernel_class[index] != code) continue;
+        double first = start[index], end = first + duration[index];
+        if (open && first <= open_end) {
+            if (end > open_end) open_end = end;
+            continue;
+        }
+        if (open && !cover(covered, columns, begin, scale, open_start, open_end)) goto not_finite;
+        open = 1;
+        open_start = first;
+        open_end = end;
+    }
+    if (open && !cover(covered, columns, begin, scale, open_start, open_end)) goto not_finite;
+    if ((result = PyList_New(columns)) == NULL) goto done;
+    for (Py_ssize_t column = 0; column < columns; column++) {
+        PyObject *share = PyFloat_FromDouble(covered[column]);
+        if (share == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, column, share);
+    }
+    goto done;
+not_finite:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(covered);
     close_columns(views, 4);
     return result;
 }
@@ -523,6 +619,7 @@ done:
 static PyMethodDef module_functions[] = {
     {"order_by_start", order_by_start, METH_VARARGS, order_by_start_doc},
     {"merge_union", merge_union, METH_VARARGS, merge_union_doc},
+    {"union_coverage", union_coverage, METH_VARARGS, union_coverage_doc},
     {"launch_column", launch_column, METH_VARARGS, launch_column_doc},
     {"sort_doubles", sort_doubles, METH_O, sort_doubles_doc},
     {"idle_gaps", idle_gaps, METH_VARARGS, idle_gaps_doc},

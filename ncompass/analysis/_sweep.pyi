@@ -15,10 +15,24 @@ def merge_union(
     code: int,
     starts: array[float] | None,
     ends: array[float] | None,
-) -> tuple[int, float, float]:
+) -> tuple[int, float, float, float]:
     """How many intervals the union of one class's (or, with code -1, all) GPU intervals has,
-    their total length and span; written into ``starts`` and ``ends`` (of exactly that length)
-    unless they are None."""
+    their total length, first start and last end; written into ``starts`` and ``ends`` (of
+    exactly that length) unless they are None."""
+
+def union_coverage(
+    start: array[float],
+    duration: array[float],
+    kernel_class: array[int],
+    by_start: array[int],
+    classes: int,
+    code: int,
+    begin: float,
+    scale: float,
+    columns: int,
+) -> list[float] | None:
+    """The share of each bin the union covers (timeline's coverage, before the cap at 1.0);
+    None when a bin position is not finite."""
 
 def launch_column(
     gpu_launch: array[int],

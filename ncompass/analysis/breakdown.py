@@ -331,12 +331,13 @@ class _UnionLengths:
 def _union_lengths(gpu: GpuEvents, by_start: Sequence[int]) -> _UnionLengths:
     """Merge the intervals and measure them, one union at a time; the unions themselves are
     built only to measure the overlap of communication and computation, when there are both."""
-    _, busy, span = _measured_union(gpu, by_start, ALL_CLASSES)
-    _, memory, _ = _measured_union(gpu, by_start, _CLASS_CODE[KernelClass.MEMORY])
-    communications, communication, _ = _measured_union(
+    busy_count, busy, first_start, last_end = measured_union(gpu, by_start, ALL_CLASSES)
+    span = last_end - first_start if busy_count else 0.0  # IntervalColumns.span
+    _, memory, _, _ = measured_union(gpu, by_start, _CLASS_CODE[KernelClass.MEMORY])
+    communications, communication, _, _ = measured_union(
         gpu, by_start, _CLASS_CODE[KernelClass.COMMUNICATION]
     )
-    computations, computation, _ = _measured_union(
+    computations, computation, _, _ = measured_union(
         gpu, by_start, _CLASS_CODE[KernelClass.COMPUTATION]
     )
     overlapped = 0.0  # overlap_length of an empty union
@@ -355,15 +356,21 @@ def _union_lengths(gpu: GpuEvents, by_start: Sequence[int]) -> _UnionLengths:
     )
 
 
-def _measured_union(gpu: GpuEvents, by_start: Sequence[int], code: int) -> tuple[int, float, float]:
-    """How many intervals :func:`merged_union` has, their total length and their span, without
-    keeping them where the C sweep measures as it merges."""
+def measured_union(
+    gpu: GpuEvents, by_start: Sequence[int], code: int
+) -> tuple[int, float, float, float]:
+    """How many intervals :func:`merged_union` has, their total length, the first start and the
+    last end (0.0 and 0.0 when empty), without keeping them where the C sweep measures as it
+    merges."""
     sweep, column = _native.sweep, _native.index_column(by_start)
     if sweep is not None and column is not None:
         arguments = (gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES), code)
-        return sweep.merge_union(*arguments, None, None)
+        count, total, first_start, last_end = sweep.merge_union(*arguments, None, None)
+        return int(count), float(total), float(first_start), float(last_end)
     merged = merged_union(gpu, by_start, code)
-    return len(merged), merged.total_length(), merged.span()
+    if not merged:
+        return 0, merged.total_length(), 0.0, 0.0
+    return len(merged), merged.total_length(), merged.starts[0], merged.ends[-1]
 
 
 def in_start_order(starts: array[float], selected: Sequence[int]) -> array[int]:
@@ -389,7 +396,7 @@ def merged_union(gpu: GpuEvents, by_start: Sequence[int], code: int) -> Interval
     sweep, column = _native.sweep, _native.index_column(by_start)
     if sweep is not None and column is not None:
         arguments = (gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES), code)
-        count, _, _ = sweep.merge_union(*arguments, None, None)
+        count, _, _, _ = sweep.merge_union(*arguments, None, None)
         merged = IntervalColumns(array("d", [0.0]) * count, array("d", [0.0]) * count)
         sweep.merge_union(*arguments, merged.starts, merged.ends)
         return merged

@@ -6,7 +6,6 @@ from array import array
 from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass
 from itertools import islice
-from operator import neg
 
 from ncompass.analysis import _native
 from ncompass.analysis.markers import MarkerStats
@@ -116,7 +115,7 @@ def kernel_stats(trace: LinkedTrace) -> KernelTable:
     """
     gpu = trace.gpu
     names = len(trace.names)
-    calls = array("q", [0]) * names  # by name index
+    calls = array("I", [0]) * names  # by name index (4 bytes; OverflowError past 2**32 calls)
     totals = array("d", [0.0]) * names
     maxima = array("d", [0.0]) * names
     classes = array("b", [0]) * names
@@ -141,10 +140,19 @@ def _most_expensive_first(order: array[int], totals: array[float]) -> array[int]
     """``order`` sorted by total, largest first; ties keep their order (``sorted`` is stable)."""
     sweep = _native.sweep
     if sweep is not None:
-        negated = array("d", map(neg, totals))  # no list of floats on the way
-        if sweep.order_by_start(negated, order) is not None:  # in place, 24 bytes a name
+        _negate(totals)  # in place and back (exact), not a copy: 8 bytes a name
+        try:
+            ordered = sweep.order_by_start(totals, order)  # in place, 24 bytes a name
+        finally:
+            _negate(totals)
+        if ordered is not None:
             return order
     return array("l", sorted(order, key=lambda name_id: -totals[name_id]))
+
+
+def _negate(column: array[float]) -> None:
+    for index, value in enumerate(column):
+        column[index] = -value
 
 
 def build_operations(

@@ -1138,8 +1138,8 @@ static PyObject *link_correlations(PyObject *Py_UNUSED(module), PyObject *args) 
     }
     /* an open-addressing table of the GPU events' correlations: slot -> first GPU event, and
      * each GPU event -> the next one with the same correlation */
-    size_t capacity = 16;
-    while (capacity < 2 * (size_t)gpu_count) capacity *= 2;
+    size_t capacity = 16; /* at most 3/4 full: 5-11 bytes a GPU event */
+    while (capacity * 3 < 4 * (size_t)gpu_count) capacity *= 2;
     table = PyMem_Malloc(capacity * sizeof(int32_t));
     next = PyMem_Malloc(((size_t)gpu_count + 1) * sizeof(int32_t));
     if (table == NULL || next == NULL) {

@@ -12,6 +12,7 @@ import pytest
 
 from ncompass.analysis import _native
 from ncompass.analysis.breakdown import rank_breakdown
+from ncompass.analysis.timeline import busy_timeline
 from ncompass.traces.link import LinkedTrace, link_trace
 from tests.traces.builders import TraceBuilder, shared_traces
 
@@ -21,8 +22,11 @@ if sweep is None:
     pytest.skip("ncompass.analysis._sweep is not built here", allow_module_level=True)
 
 
-def both_ways(trace: LinkedTrace, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """The breakdown of ``trace`` (both windows) with the C sweeps, then with the Python loops."""
+def both_ways(
+    trace: LinkedTrace, monkeypatch: pytest.MonkeyPatch, *, timeline: bool = True
+) -> list[dict[str, Any]]:
+    """The breakdown of ``trace`` (both windows) and its timeline with the C sweeps, then with
+    the Python loops."""
     results = []
     for module in (sweep, None):
         monkeypatch.setattr(_native, "sweep", module)
@@ -31,6 +35,7 @@ def both_ways(trace: LinkedTrace, monkeypatch: pytest.MonkeyPatch) -> list[dict[
                 window: repr(rank_breakdown(trace, 0, exclude_last_profiler_step=window))
                 for window in (False, True)
             }
+            | ({"timeline": repr(busy_timeline(trace))} if timeline else {})
         )
     return results
 
@@ -94,7 +99,8 @@ def test_nan_start_times_are_ordered_by_python(
         trace.gpu.start[index] = start
     everything = array("l", range(len(trace.gpu)))
     assert sweep.order_by_start(trace.gpu.start, everything) is None  # left to sorted()
-    in_c, in_python = both_ways(trace, monkeypatch)
+    # (the timeline's bins of a NaN time are int(nan): a ValueError either way)
+    in_c, in_python = both_ways(trace, monkeypatch, timeline=False)
     assert in_c == in_python
 
 
@@ -106,6 +112,16 @@ def test_columns_of_the_wrong_type_or_length_are_refused() -> None:
         sweep.order_by_start(starts, array("l", [0, 2]))
     with pytest.raises(IndexError):
         sweep.merge_union(starts, starts, array("b", [0, 5]), array("l", [0, 1]), 3, -1, None, None)
+    with pytest.raises(IndexError):
+        sweep.union_coverage(starts, starts, array("b", [0, 0]), array("l", [0, 2]), 3, -1, 0, 1, 9)
+    with pytest.raises(ValueError, match="length"):  # the output columns must fit the union
+        sweep.merge_union(
+            starts, starts, array("b", [0, 0]), array("l", [0, 1]), 3, -1, array("d"), array("d")
+        )
+    with pytest.raises(TypeError, match="'d'"):
+        sweep.sort_doubles(array("f", [1.0]))
+    with pytest.raises(BufferError):  # sorted in place: a read-only buffer is refused
+        sweep.order_by_start(starts, memoryview(array("l", [0, 1]).tobytes()).cast("l"))
     with pytest.raises(IndexError):
         sweep.launch_column(
             array("i", [0, 3]), starts, starts, starts, starts, array("l", [0, 1]), 0, None
