@@ -86,10 +86,10 @@ def test_kernel_heavy_traces_cost_at_most_half_their_size(
     what: str, shape: str, tmp_path: Path
 ) -> None:
     # Peak RSS above that of the same command on a tiny trace (the interpreter, the imports and
-    # constant buffers), over the file's size. Found by trying it, per MB of JSON: 0.72 with
-    # distinct names, 0.70 with minimal events before (a dict entry and an int per name in the
-    # fold, a KernelStats per name, sweeps that copied their results, a list of floats per
-    # launch statistic); 0.39-0.44 and 0.45 now. Memory is not load-sensitive: no retries.
+    # constant buffers), over the file's size. Found by trying it, per byte of JSON: 0.75-0.84
+    # before (a dict entry and an int per name in the fold, a KernelStats per name, 8-byte index
+    # columns, sweeps that copied their results, a list of floats per launch statistic); 0.37-0.40
+    # now. Memory is not load-sensitive.
     trace = kernel_trace(tmp_path / "t.json", shape, 50)
     small = kernel_trace(tmp_path / "small.json", shape, 0.05)
     grown = peak_bytes(what, trace) - peak_bytes(what, small)
