@@ -65,6 +65,28 @@ static void close_columns(Py_buffer *views, int count) {
     for (int index = 0; index < count; index++) PyBuffer_Release(&views[index]);
 }
 
+/* An order of GPU events: an array of 'l' indices, or None for every event in index order (GPU
+ * events already in start order need no index column). */
+static int open_order(PyObject *column, Py_buffer *view, const long **order, Py_ssize_t *count,
+                      Py_ssize_t events) {
+    view->obj = NULL;
+    if (column == Py_None) {
+        *order = NULL;
+        *count = events;
+        return 0;
+    }
+    if (open_column(column, view, 'l') < 0) return -1;
+    *order = view->buf;
+    *count = view->len / (Py_ssize_t)sizeof(long);
+    return 0;
+}
+
+static void close_order(Py_buffer *view) {
+    if (view->obj != NULL) PyBuffer_Release(view);
+}
+
+#define AT(order, position) ((order) != NULL ? (order)[position] : (long)(position))
+
 #define LENGTH(view, type) ((view).len / (Py_ssize_t)sizeof(type))
 
 /* A growable column of doubles. */
@@ -165,6 +187,23 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(in_start_order_doc,
+             "in_start_order(start)\n--\n\n"
+             "Whether every event is in order of ``start`` ('d') already, with no NaN: then the "
+             "sweeps take None for their order instead of an index column.");
+
+static PyObject *in_start_order(PyObject *Py_UNUSED(module), PyObject *column) {
+    Py_buffer view;
+    if (open_column(column, &view, 'd') < 0) return NULL;
+    const double *start = view.buf;
+    Py_ssize_t count = LENGTH(view, double);
+    int in_order = 1;
+    for (Py_ssize_t index = 0; index < count && in_order; index++)
+        if (isnan(start[index]) || (index > 0 && start[index] < start[index - 1])) in_order = 0;
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(in_order);
+}
+
 /* ---- merge_union ----------------------------------------------------------------------- */
 
 PyDoc_STRVAR(merge_union_doc,
@@ -188,11 +227,15 @@ static PyObject *merge_union(PyObject *Py_UNUSED(module), PyObject *args) {
     }
     int writing = outputs[0] != Py_None || outputs[1] != Py_None;
     Py_buffer views[4], out[2];
-    if (open_columns(columns, "ddbl", views, 4) < 0) return NULL;
+    if (open_columns(columns, "ddb", views, 3) < 0) return NULL;
     const double *start = views[0].buf, *duration = views[1].buf;
     const signed char *kernel_class = views[2].buf;
-    const long *order = views[3].buf;
-    Py_ssize_t events = LENGTH(views[0], double), count = LENGTH(views[3], long);
+    const long *order;
+    Py_ssize_t events = LENGTH(views[0], double), count;
+    if (open_order(columns[3], &views[3], &order, &count, events) < 0) {
+        close_columns(views, 3);
+        return NULL;
+    }
     PyObject *result = NULL;
     int opened = 0, open = 0;
     double *starts = NULL, *ends = NULL, open_start = 0.0, open_end = 0.0;
@@ -214,7 +257,7 @@ static PyObject *merge_union(PyObject *Py_UNUSED(module), PyObject *args) {
         ends = out[1].buf;
     }
     for (Py_ssize_t position = 0; position < count; position++) {
-        long index = order[position];
+        long index = AT(order, position);
         if (index < 0 || index >= events) {
             index_error("a GPU event");
             goto done;
@@ -263,7 +306,8 @@ done:
         PyBuffer_Release(&out[0]);
         PyBuffer_Release(&out[1]);
     }
-    close_columns(views, 4);
+    close_columns(views, 3);
+    close_order(&views[3]);
     return result;
 }
 
@@ -306,11 +350,15 @@ static PyObject *union_coverage(PyObject *Py_UNUSED(module), PyObject *args) {
         return NULL;
     }
     Py_buffer views[4];
-    if (open_columns(columns_in, "ddbl", views, 4) < 0) return NULL;
+    if (open_columns(columns_in, "ddb", views, 3) < 0) return NULL;
     const double *start = views[0].buf, *duration = views[1].buf;
     const signed char *kernel_class = views[2].buf;
-    const long *order = views[3].buf;
-    Py_ssize_t events = LENGTH(views[0], double), count = LENGTH(views[3], long);
+    const long *order;
+    Py_ssize_t events = LENGTH(views[0], double), count;
+    if (open_order(columns_in[3], &views[3], &order, &count, events) < 0) {
+        close_columns(views, 3);
+        return NULL;
+    }
     PyObject *result = NULL;
     int open = 0;
     double open_start = 0.0, open_end = 0.0;
@@ -324,7 +372,7 @@ static PyObject *union_coverage(PyObject *Py_UNUSED(module), PyObject *args) {
         goto done;
     }
     for (Py_ssize_t position = 0; position < count; position++) {
-        long index = order[position];
+        long index = AT(order, position);
         if (index < 0 || index >= events) {
             index_error("a GPU event");
             goto done;
@@ -359,7 +407,8 @@ not_finite:
     result = Py_NewRef(Py_None);
 done:
     PyMem_Free(covered);
-    close_columns(views, 4);
+    close_columns(views, 3);
+    close_order(&views[3]);
     return result;
 }
 
@@ -384,13 +433,16 @@ static PyObject *launch_column(PyObject *Py_UNUSED(module), PyObject *args) {
         return NULL;
     }
     Py_buffer views[6], out;
-    if (open_columns(columns, "idddd" "l", views, 6) < 0) return NULL;
+    if (open_columns(columns, "idddd", views, 5) < 0) return NULL;
     const int32_t *gpu_launch = views[0].buf;
-    const long *selected = views[5].buf;
+    const long *selected;
     const double *gpu_start = views[1].buf, *gpu_duration = views[2].buf,
                  *launch_start = views[3].buf, *launch_duration = views[4].buf;
-    Py_ssize_t events = LENGTH(views[0], int32_t), launches = LENGTH(views[3], double),
-               count = LENGTH(views[5], long);
+    Py_ssize_t events = LENGTH(views[0], int32_t), launches = LENGTH(views[3], double), count;
+    if (open_order(columns[5], &views[5], &selected, &count, events) < 0) {
+        close_columns(views, 5);
+        return NULL;
+    }
     Py_ssize_t linked = 0, shorter = 0, capacity = 0;
     double *values = NULL;
     int opened = 0;
@@ -407,7 +459,7 @@ static PyObject *launch_column(PyObject *Py_UNUSED(module), PyObject *args) {
         capacity = LENGTH(out, double);
     }
     for (Py_ssize_t position = 0; position < count; position++) {
-        long index = selected[position];
+        long index = AT(selected, position);
         if (index < 0 || index >= events) {
             index_error("a GPU event");
             goto done;
@@ -435,7 +487,8 @@ wrong_length:
     PyErr_SetString(PyExc_ValueError, "out does not have the linked events' length");
 done:
     if (opened) PyBuffer_Release(&out);
-    close_columns(views, 6);
+    close_columns(views, 5);
+    close_order(&views[5]);
     return result;
 }
 
@@ -497,13 +550,16 @@ static PyObject *idle_gaps(PyObject *Py_UNUSED(module), PyObject *args) {
         return NULL;
     }
     Py_buffer views[6];
-    if (open_columns(columns, "ddidil", views, 6) < 0) return NULL;
+    if (open_columns(columns, "ddidi", views, 5) < 0) return NULL;
     const double *gpu_start = views[0].buf, *gpu_duration = views[1].buf,
                  *launch_start = views[3].buf;
     const int32_t *gpu_launch = views[2].buf, *launch_marker = views[4].buf;
-    const long *order = views[5].buf;
-    Py_ssize_t events = LENGTH(views[0], double), launches = LENGTH(views[3], double),
-               count = LENGTH(views[5], long);
+    const long *order;
+    Py_ssize_t events = LENGTH(views[0], double), launches = LENGTH(views[3], double), count;
+    if (open_order(columns[5], &views[5], &order, &count, events) < 0) {
+        close_columns(views, 5);
+        return NULL;
+    }
     /* categories: 0 host-bound, 1 not host-bound, 2 unknown (no launch) */
     Py_ssize_t counts[3] = {0, 0, 0};
     double totals[3] = {0.0, 0.0, 0.0};
@@ -524,7 +580,7 @@ static PyObject *idle_gaps(PyObject *Py_UNUSED(module), PyObject *args) {
     const double infinity = INFINITY;
     double busy_until = infinity;
     for (Py_ssize_t position = 0; position < count; position++) {
-        long index = order[position];
+        long index = AT(order, position);
         if (index < 0 || index >= events) {
             index_error("a GPU event");
             goto done;
@@ -612,12 +668,14 @@ done:
     Py_XDECREF(group_ids);
     PyMem_Free(largest);
     PyMem_Free(by_group.items);
-    close_columns(views, 6);
+    close_columns(views, 5);
+    close_order(&views[5]);
     return result;
 }
 
 static PyMethodDef module_functions[] = {
     {"order_by_start", order_by_start, METH_VARARGS, order_by_start_doc},
+    {"in_start_order", in_start_order, METH_O, in_start_order_doc},
     {"merge_union", merge_union, METH_VARARGS, merge_union_doc},
     {"union_coverage", union_coverage, METH_VARARGS, union_coverage_doc},
     {"launch_column", launch_column, METH_VARARGS, launch_column_doc},

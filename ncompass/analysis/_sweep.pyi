@@ -6,11 +6,14 @@ from collections.abc import Callable
 def order_by_start(start: array[float], selected: array[int]) -> array[int] | None:
     """Sort ``selected`` by start in place (stable) and return it; None when a start is NaN."""
 
+def in_start_order(start: array[float]) -> bool:
+    """Whether the events are in order of start already (False with a NaN start)."""
+
 def merge_union(
     start: array[float],
     duration: array[float],
     kernel_class: array[int],
-    by_start: array[int],
+    by_start: array[int] | None,
     classes: int,
     code: int,
     starts: array[float] | None,
@@ -24,7 +27,7 @@ def union_coverage(
     start: array[float],
     duration: array[float],
     kernel_class: array[int],
-    by_start: array[int],
+    by_start: array[int] | None,
     classes: int,
     code: int,
     begin: float,
@@ -40,7 +43,7 @@ def launch_column(
     gpu_duration: array[float],
     launch_start: array[float],
     launch_duration: array[float],
-    selected: array[int],
+    selected: array[int] | None,
     which: int,
     out: array[float] | None,
 ) -> tuple[int, int]:
@@ -56,7 +59,7 @@ def idle_gaps(
     gpu_launch: array[int],
     launch_start: array[float],
     launch_marker: array[int],
-    by_start: array[int],
+    by_start: array[int] | None,
     group_of: Callable[[int], int],
     kept: int,
 ) -> tuple[

@@ -362,8 +362,8 @@ def measured_union(
     """How many intervals :func:`merged_union` has, their total length, the first start and the
     last end (0.0 and 0.0 when empty), without keeping them where the C sweep measures as it
     merges."""
-    sweep, column = _native.sweep, _native.index_column(by_start)
-    if sweep is not None and column is not None:
+    sweep, (usable, column) = _native.sweep, _native.sweep_order(by_start, len(gpu))
+    if sweep is not None and usable:
         arguments = (gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES), code)
         count, total, first_start, last_end = sweep.merge_union(*arguments, None, None)
         return int(count), float(total), float(first_start), float(last_end)
@@ -373,10 +373,14 @@ def measured_union(
     return len(merged), merged.total_length(), merged.starts[0], merged.ends[-1]
 
 
-def in_start_order(starts: array[float], selected: Sequence[int]) -> array[int]:
-    """``selected`` sorted by start time; ties keep their order (``sorted`` is stable)."""
+def in_start_order(starts: array[float], selected: Sequence[int]) -> Sequence[int]:
+    """``selected`` sorted by start time; ties keep their order (``sorted`` is stable). Every
+    event, already in order (as a stream records them), comes back as the ``range`` itself: the
+    sweeps then need no index column (8 bytes an event)."""
     sweep = _native.sweep
     if sweep is not None:
+        if selected == range(len(starts)) and sweep.in_start_order(starts):
+            return selected
         column = array("l", selected)  # sorted in place: 8 bytes an event, no second copy
         if sweep.order_by_start(starts, column) is not None:
             return column  # None: a NaN start, which only Python's sort orders as before
@@ -393,8 +397,8 @@ def merged_union(gpu: GpuEvents, by_start: Sequence[int], code: int) -> Interval
     """The union of the GPU intervals of one kernel class (by its code in ``KERNEL_CLASSES``,
     or :data:`ALL_CLASSES`), visited in start order: an interval that starts at or before the
     open one's end extends it. Its columns are allocated at their exact length."""
-    sweep, column = _native.sweep, _native.index_column(by_start)
-    if sweep is not None and column is not None:
+    sweep, (usable, column) = _native.sweep, _native.sweep_order(by_start, len(gpu))
+    if sweep is not None and usable:
         arguments = (gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES), code)
         count, _, _, _ = sweep.merge_union(*arguments, None, None)
         merged = IntervalColumns(array("d", [0.0]) * count, array("d", [0.0]) * count)

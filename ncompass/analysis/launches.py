@@ -61,8 +61,8 @@ def launch_statistics(trace: LinkedTrace, selected: Sequence[int]) -> LaunchStat
     Returns:
         The statistics.
     """
-    sweep, column = _native.sweep, _native.index_column(selected)
-    if sweep is not None and column is not None:
+    sweep, (usable, column) = _native.sweep, _native.sweep_order(selected, len(trace.gpu))
+    if sweep is not None and usable:
         # one column at a time, at its exact length, sorted in place: 8 bytes a linked event
         gpu, launches = trace.gpu, trace.launches
         arguments = (gpu.launch, gpu.start, gpu.duration, launches.start, launches.duration, column)

@@ -95,8 +95,8 @@ def _gpu_coverage(
     gpu: GpuEvents, by_start: Sequence[int], begin: float, scale: float, columns: int
 ) -> list[float]:
     """:func:`_coverage` of the union of the GPU events, swept in C where it can be."""
-    sweep, column = _native.sweep, _native.index_column(by_start)
-    if sweep is not None and column is not None:
+    sweep, (usable, column) = _native.sweep, _native.sweep_order(by_start, len(gpu))
+    if sweep is not None and usable:
         arguments = (gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES))
         covered: list[float] | None
         covered = sweep.union_coverage(*arguments, ALL_CLASSES, begin, scale, columns)

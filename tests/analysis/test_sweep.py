@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ncompass.analysis import _native
-from ncompass.analysis.breakdown import rank_breakdown
+from ncompass.analysis.breakdown import in_start_order, rank_breakdown
 from ncompass.analysis.timeline import busy_timeline
 from ncompass.traces.link import LinkedTrace, link_trace
 from tests.traces.builders import TraceBuilder, shared_traces
@@ -46,7 +46,7 @@ def test_shared_traces_break_down_identically(path: Path, monkeypatch: pytest.Mo
     assert in_c == in_python
 
 
-def random_trace(seed: int, path: Path) -> Path:
+def random_trace(seed: int, path: Path, *, in_start_order: bool = False) -> Path:
     """Launches, kernels of every class on two streams, nested markers in ProfilerSteps, ties in
     start times, unlinked kernels, zero-length ones and overlaps: what the sweeps branch on."""
     generator = random.Random(seed)
@@ -55,9 +55,14 @@ def random_trace(seed: int, path: Path) -> Path:
         builder.marker(f"ProfilerStep#{step}", step * 1000.0, 990.0)
         builder.marker(f"layer[{step % 2}]", step * 1000.0 + 10, 400.0)
     names = ("gemm_kernel", "ncclKernel_AllReduce", "Memcpy HtoD (Pageable -> Device)", "elt")
+    times = []
     for _ in range(300):
         launch_ts = round(generator.uniform(0, 3990), generator.choice((0, 1, 3)))
         kernel_ts = launch_ts + generator.choice((0.0, 0.5, 3.0, generator.uniform(0, 80)))
+        times.append((launch_ts, kernel_ts))
+    if in_start_order:  # GPU events written in order of start, as a stream records them
+        times.sort(key=lambda pair: pair[1])
+    for launch_ts, kernel_ts in times:
         duration = generator.choice((0.0, 1.0, generator.uniform(0, 30)))
         name = generator.choice(names)
         category = "gpu_memcpy" if name.startswith("Memcpy") else "kernel"
@@ -84,6 +89,19 @@ def test_random_traces_break_down_identically(
     in_c, in_python = both_ways(trace, monkeypatch)
     assert in_c == in_python
     assert "IdleGap(" in in_c[False]  # the sweep met gaps
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_events_in_start_order_break_down_identically_without_an_index_column(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = random_trace(seed, tmp_path / "t.json", in_start_order=True)
+    trace = link_trace(path, progress=False)
+    everything = range(len(trace.gpu))
+    assert in_start_order(trace.gpu.start, everything) is everything  # no index column
+    in_c, in_python = both_ways(trace, monkeypatch)
+    assert in_c == in_python
+    assert "IdleGap(" in in_c[False]
 
 
 def test_nan_start_times_are_ordered_by_python(
