@@ -1,7 +1,7 @@
 """Traces holding one very long value, or many kernels: ncompass's memory and time, with peers.
 
     python benchmarks/bench_long_values.py [--runs 1] [--names 1,2,4,8,16] [--tops 50,100]
-                                           [--kernels-mb 200]
+                                           [--kernels-mb 100,200,400] [--ncompass PATH]
 
 Each trace is small but for one value: an event whose ``name`` is 1..16 MiB long, or a
 ``deviceProperties`` key before the events of 50 or 100 MB. A streaming reader must take such a
@@ -12,16 +12,22 @@ library's ``json.load`` of the whole file, runs the same way, interleaved. Media
 ``--runs``; "x value" is the peak, less that of summarizing the same trace with an empty name, over
 the value's size.
 
-``--kernels-mb`` adds traces made of GPU kernels (what memory grows with): Kineto-like kernels
-with their launches and flow events whose names are 50 in all or all distinct, and minimal
-kernel and launch events (a quarter of the text per kernel). ``summarize`` and ``breakdown`` of
-each report their peak in MB per MB of JSON (goal: at most 0.5); ``json.load`` is the peer.
+``--kernels-mb`` measures, instead, traces made of GPU kernels (what memory grows with), of each
+size given:
+Kineto-like kernels with their launches and flow events whose names are 50 in all or all
+distinct, and minimal kernel and launch events (a quarter of the text per kernel).
+``summarize`` and ``breakdown`` of each report their CPU time and their peak in MB per MB of
+JSON (goal: at most 0.5), of the whole process and above the same command's peak on a 50 KB
+trace of the same kind (the interpreter, the imports and constant buffers: about 26 MB);
+``json.load`` is the peer. ``--ncompass PATH`` runs the children on another checkout of
+ncompass (e.g. a worktree of the main branch, for before/after numbers).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -80,10 +86,10 @@ def long_top_key_trace(folder: Path, megabytes: int) -> Path:
     return path
 
 
-def kernel_trace(folder: Path, megabytes: int, shape: str) -> Path:
+def kernel_trace(folder: Path, megabytes: float, shape: str) -> Path:
     """About ``megabytes`` MB of kernels: ``few`` or ``distinct`` names (Kineto-like events),
     or ``minimal`` events."""
-    path = folder / f"kernels-{shape}-{megabytes}mb.json"
+    path = folder / f"kernels-{shape}-{megabytes:g}mb.json"
     step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
             "ts": 0, "dur": 10**9}  # fmt: skip
     with open(path, "w") as out:
@@ -124,12 +130,13 @@ def _kernel(index: int, shape: str) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
-def run_child(tool: str, path: Path) -> dict[str, float]:
+def run_child(tool: str, path: Path, checkout: Path = REPO) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, tool, str(path)],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
         timeout=600,
         check=True,
     )
@@ -143,12 +150,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--names", default="1,2,4,8,16", help="MiB of the long names")
     parser.add_argument("--tops", default="50,100", help="MB of the long top-level keys")
-    parser.add_argument("--kernels-mb", type=int, default=0, help="MB of the kernel traces")
+    parser.add_argument("--kernels-mb", default="", help="MB of the kernel traces, e.g. 100,200")
+    parser.add_argument("--ncompass", type=Path, default=REPO, help="checkout of ncompass to run")
     options = parser.parse_args()
     header = f"{'trace':<14}{'value MB':>9}{'ncompass s':>11}{'json s':>8}{'ratio':>7}"
     header += f"{'ncompass MB':>12}{'json MB':>9}{'x value':>8}"
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
+        if options.kernels_mb:
+            for megabytes in options.kernels_mb.split(","):
+                kernel_table(folder, float(megabytes), options.runs, options.ncompass)
+            return
         baseline = run_child("ncompass", long_name_trace(folder, 0))["peak_mb"]
         print(f"ncompass summarizing the same trace with an empty name: {baseline:.0f} MB")
         print(header)
@@ -173,8 +185,6 @@ def main() -> None:
                 f"{ours['peak_mb']:>12.0f}{peer['peak_mb']:>9.0f}{times_value:>8.1f}"
             )
             path.unlink()
-        if options.kernels_mb:
-            kernel_table(folder, options.kernels_mb, options.runs)
     print(
         f"goals: a 16 MiB name in < {GOAL_SECONDS_AT_16_MIB:.0f} s; peak within "
         f"{GOAL_MEMORY_TIMES_VALUE:.0f}x the value (above the interpreter) plus a constant; "
@@ -182,20 +192,31 @@ def main() -> None:
     )
 
 
-def kernel_table(folder: Path, megabytes: int, runs: int) -> None:
-    """Peak MB per MB of JSON of summarize, breakdown and json.load on kernel traces."""
-    print(f"\n{'kernels':<12}{'MB':>6}{'summarize':>26}{'breakdown':>26}{'json.load':>26}")
+def kernel_table(folder: Path, megabytes: float, runs: int, checkout: Path) -> None:
+    """Peak MB per MB of JSON (whole process, and above a 50 KB trace's) and CPU seconds of
+    summarize, breakdown and json.load on kernel traces of ``megabytes`` MB."""
+    print(
+        f"\n{'kernels':<10}{'MB':>5}  tool: peak MiB, per byte of JSON (whole; above 50 KB), CPU s"
+    )
     for shape in ("few", "distinct", "minimal"):
         path = kernel_trace(folder, megabytes, shape)
+        tiny = kernel_trace(folder, 0.05, shape)
         size = path.stat().st_size / 1e6
         cells = []
         for tool in ("ncompass", "breakdown", "json"):
-            measured = [run_child(tool, path) for _ in range(runs)]
+            floor = run_child(tool, tiny, checkout)["peak_mb"]
+            measured = [run_child(tool, path, checkout) for _ in range(runs)]
             peak = statistics.median(run["peak_mb"] for run in measured)
             seconds = statistics.median(run["seconds"] for run in measured)
-            cells.append(f"{peak:.0f} MB {peak / size:.2f}/MB {seconds:.1f}s")
-        print(f"{shape:<12}{size:>6.0f}" + "".join(f"{cell:>26}" for cell in cells))
+            above = (peak - floor) * 1.048576 / size  # MiB of RSS, MB of JSON
+            label = "summarize" if tool == "ncompass" else tool
+            cells.append(
+                f"{label}: {peak:.0f} MiB, {peak * 1.048576 / size:.2f} ({above:.2f}), "
+                f"{seconds:.2f} s"
+            )
+        print(f"{shape:<10}{size:>5.0f}  " + "; ".join(cells), flush=True)
         path.unlink()
+        tiny.unlink()
 
 
 if __name__ == "__main__":

@@ -24,11 +24,14 @@ def doubles(data: bytes) -> array[float]:
     return column
 
 
-def longs(data: bytes) -> array[int]:
-    """An ``array('l')`` of the longs in ``data``."""
-    column = array("l")
-    column.frombytes(data)
-    return column
+def sweep_order(indices: object, events: int) -> tuple[bool, array[int] | None]:
+    """How the sweeps take an order of ``events`` GPU events: ``(True, indices)`` for an
+    ``array('l')``, ``(True, None)`` for ``range(events)`` (every event in index order, with no
+    index column), ``(False, None)`` when they cannot (the Python loop then runs)."""
+    if isinstance(indices, range) and indices == range(events):
+        return True, None
+    column = index_column(indices)
+    return column is not None, column
 
 
 def index_column(indices: object) -> array[int] | None:

@@ -5,12 +5,16 @@
  * are identical to the last bit (NaN times included: IEEE comparisons with NaN are false in C as
  * in Python). Without this extension (no C compiler) those loops run in Python.
  *
- * Columns come as array.array buffers: 'd' for times, 'l' for indices, 'b' for kernel classes.
- * Results go back as bytes of doubles (or longs), which the caller turns into arrays.
+ * Columns come as array.array buffers: 'd' for times, 'i' for a trace's index columns (launch
+ * and marker links), 'l' for the orders computed here, 'b' for kernel classes.
+ * Per-event results are written into arrays the caller allocated at their exact length (a first
+ * call counts them) or sorted in place: no growing buffer and no copy to bytes, so a sweep over
+ * N events holds at most one column of N beside what it reads.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,9 +42,50 @@ static int open_columns(PyObject **columns, const char *formats, Py_buffer *view
     return 0;
 }
 
+/* A writable view of a one-dimensional array column of ``format``; of ``count`` items unless
+ * ``count`` is -1. */
+static int open_output(PyObject *column, Py_buffer *view, char format, Py_ssize_t itemsize,
+                       Py_ssize_t count) {
+    if (PyObject_GetBuffer(column, view, PyBUF_FORMAT | PyBUF_WRITABLE) < 0) return -1;
+    if (view->ndim != 1 || view->format == NULL || view->format[0] != format ||
+        view->format[1] != '\0' || view->itemsize != itemsize) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_TypeError, "expected an array of '%c' items", format);
+        return -1;
+    }
+    if (count >= 0 && view->len != count * itemsize) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "expected an array of %zd items", count);
+        return -1;
+    }
+    return 0;
+}
+
 static void close_columns(Py_buffer *views, int count) {
     for (int index = 0; index < count; index++) PyBuffer_Release(&views[index]);
 }
+
+/* An order of GPU events: an array of 'l' indices, or None for every event in index order (GPU
+ * events already in start order need no index column). */
+static int open_order(PyObject *column, Py_buffer *view, const long **order, Py_ssize_t *count,
+                      Py_ssize_t events) {
+    view->obj = NULL;
+    if (column == Py_None) {
+        *order = NULL;
+        *count = events;
+        return 0;
+    }
+    if (open_column(column, view, 'l') < 0) return -1;
+    *order = view->buf;
+    *count = view->len / (Py_ssize_t)sizeof(long);
+    return 0;
+}
+
+static void close_order(Py_buffer *view) {
+    if (view->obj != NULL) PyBuffer_Release(view);
+}
+
+#define AT(order, position) ((order) != NULL ? (order)[position] : (long)(position))
 
 #define LENGTH(view, type) ((view).len / (Py_ssize_t)sizeof(type))
 
@@ -92,23 +137,25 @@ static int by_start_then_position(const void *left, const void *right) {
 
 PyDoc_STRVAR(order_by_start_doc,
              "order_by_start(start, selected)\n--\n\n"
-             "The indices of ``selected`` ('l') sorted by ``start`` ('d') as bytes of longs, ties "
-             "in their order in ``selected``; None when a start is NaN (Python sorts those).");
+             "Sort ``selected`` (a writable array of 'l' indices) by ``start`` ('d') in place, ties "
+             "in their order in ``selected``, and return it; None (``selected`` untouched) when a "
+             "start is NaN (Python sorts those). Indices already in order cost no allocation.");
 
 static PyObject *order_by_start(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *columns[2];
     if (!PyArg_ParseTuple(args, "OO", &columns[0], &columns[1])) return NULL;
     Py_buffer views[2];
-    if (open_columns(columns, "dl", views, 2) < 0) return NULL;
+    if (open_column(columns[0], &views[0], 'd') < 0) return NULL;
+    if (open_output(columns[1], &views[1], 'l', (Py_ssize_t)sizeof(long), -1) < 0) {
+        PyBuffer_Release(&views[0]);
+        return NULL;
+    }
     const double *start = views[0].buf;
-    const long *selected = views[1].buf;
+    long *selected = views[1].buf;
     Py_ssize_t events = LENGTH(views[0], double), count = LENGTH(views[1], long);
     PyObject *result = NULL;
-    Keyed *keyed = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(Keyed));
-    if (keyed == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    Keyed *keyed = NULL;
+    int in_order = 1;
     for (Py_ssize_t position = 0; position < count; position++) {
         long index = selected[position];
         if (index < 0 || index >= events) {
@@ -119,79 +166,204 @@ static PyObject *order_by_start(PyObject *Py_UNUSED(module), PyObject *args) {
             result = Py_NewRef(Py_None);
             goto done;
         }
-        keyed[position] = (Keyed){start[index], index, position};
+        if (position > 0 && start[index] < start[selected[position - 1]]) in_order = 0;
     }
-    qsort(keyed, (size_t)count, sizeof(Keyed), by_start_then_position);
-    result = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(long));
-    if (result == NULL) goto done;
-    long *out = (long *)PyBytes_AS_STRING(result);
-    for (Py_ssize_t position = 0; position < count; position++) out[position] = keyed[position].index;
+    if (!in_order) {
+        keyed = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(Keyed));
+        if (keyed == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t position = 0; position < count; position++)
+            keyed[position] = (Keyed){start[selected[position]], selected[position], position};
+        qsort(keyed, (size_t)count, sizeof(Keyed), by_start_then_position);
+        for (Py_ssize_t position = 0; position < count; position++)
+            selected[position] = keyed[position].index;
+    }
+    result = Py_NewRef(columns[1]);
 done:
     PyMem_Free(keyed);
     close_columns(views, 2);
     return result;
 }
 
-/* ---- merge_by_class -------------------------------------------------------------------- */
+PyDoc_STRVAR(in_start_order_doc,
+             "in_start_order(start)\n--\n\n"
+             "Whether every event is in order of ``start`` ('d') already, with no NaN: then the "
+             "sweeps take None for their order instead of an index column.");
 
-typedef struct {
-    int open;
-    double start, end;
-    Doubles starts, ends;
-} Union;
+static PyObject *in_start_order(PyObject *Py_UNUSED(module), PyObject *column) {
+    Py_buffer view;
+    if (open_column(column, &view, 'd') < 0) return NULL;
+    const double *start = view.buf;
+    Py_ssize_t count = LENGTH(view, double);
+    int in_order = 1;
+    for (Py_ssize_t index = 0; index < count && in_order; index++)
+        if (isnan(start[index]) || (index > 0 && start[index] < start[index - 1])) in_order = 0;
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(in_order);
+}
 
-/* Extend the open interval or close it and open a new one (breakdown._merged_by_class). */
-static int union_add(Union *merged, double start, double end) {
-    if (merged->open && start <= merged->end) {
-        if (end > merged->end) merged->end = end;
-        return 0;
+/* ---- merge_union ----------------------------------------------------------------------- */
+
+PyDoc_STRVAR(merge_union_doc,
+             "merge_union(start, duration, kernel_class, by_start, classes, code, starts, "
+             "ends)\n--\n\n"
+             "breakdown's union of the GPU intervals in ``by_start`` order (all of them when "
+             "``code`` is -1, else those of that kernel class): returns (how many disjoint "
+             "intervals, the sum of their lengths added in order as intervals.total_length does, "
+             "the first start and the last end or 0.0), and writes the intervals into ``starts`` and "
+             "``ends`` ('d' arrays of exactly that length) unless they are None.");
+
+static PyObject *merge_union(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *columns[4], *outputs[2];
+    int classes, code;
+    if (!PyArg_ParseTuple(args, "OOOOiiOO", &columns[0], &columns[1], &columns[2], &columns[3],
+                          &classes, &code, &outputs[0], &outputs[1]))
+        return NULL;
+    if (classes < 1 || classes > 64 || code < -1 || code >= classes) {
+        PyErr_SetString(PyExc_ValueError, "classes must be 1 to 64, code -1 to classes - 1");
+        return NULL;
     }
-    if (merged->open &&
-        (doubles_add(&merged->starts, merged->start) < 0 ||
-         doubles_add(&merged->ends, merged->end) < 0))
-        return -1;
-    merged->open = 1;
-    merged->start = start;
-    merged->end = end;
-    return 0;
+    int writing = outputs[0] != Py_None || outputs[1] != Py_None;
+    Py_buffer views[4], out[2];
+    if (open_columns(columns, "ddb", views, 3) < 0) return NULL;
+    const double *start = views[0].buf, *duration = views[1].buf;
+    const signed char *kernel_class = views[2].buf;
+    const long *order;
+    Py_ssize_t events = LENGTH(views[0], double), count;
+    if (open_order(columns[3], &views[3], &order, &count, events) < 0) {
+        close_columns(views, 3);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int opened = 0, open = 0;
+    double *starts = NULL, *ends = NULL, open_start = 0.0, open_end = 0.0;
+    double total = 0.0, first_start = 0.0;
+    Py_ssize_t capacity = 0, merged = 0;
+    if (LENGTH(views[1], double) < events || LENGTH(views[2], signed char) < events) {
+        index_error("a GPU event");
+        goto done;
+    }
+    if (writing) {
+        if (open_output(outputs[0], &out[0], 'd', (Py_ssize_t)sizeof(double), -1) < 0) goto done;
+        capacity = LENGTH(out[0], double);
+        if (open_output(outputs[1], &out[1], 'd', (Py_ssize_t)sizeof(double), capacity) < 0) {
+            PyBuffer_Release(&out[0]);
+            goto done;
+        }
+        opened = 1;
+        starts = out[0].buf;
+        ends = out[1].buf;
+    }
+    for (Py_ssize_t position = 0; position < count; position++) {
+        long index = AT(order, position);
+        if (index < 0 || index >= events) {
+            index_error("a GPU event");
+            goto done;
+        }
+        if (kernel_class[index] < 0 || kernel_class[index] >= classes) {
+            index_error("a kernel class");
+            goto done;
+        }
+        if (code >= 0 && kernel_class[index] != code) continue;
+        double begin = start[index], end = begin + duration[index];
+        if (open && begin <= open_end) { /* the rule of breakdown.merged_union */
+            if (end > open_end) open_end = end;
+            continue;
+        }
+        if (open) {
+            if (writing) {
+                if (merged >= capacity) goto too_short;
+                starts[merged] = open_start;
+                ends[merged] = open_end;
+            }
+            total += open_end - open_start;
+            merged++;
+        } else {
+            first_start = begin;
+        }
+        open = 1;
+        open_start = begin;
+        open_end = end;
+    }
+    if (open) {
+        if (writing) {
+            if (merged >= capacity) goto too_short;
+            starts[merged] = open_start;
+            ends[merged] = open_end;
+        }
+        total += open_end - open_start;
+        merged++;
+    }
+    if (writing && merged != capacity) goto too_short;
+    result = Py_BuildValue("nddd", merged, total, first_start, open ? open_end : 0.0);
+    goto done;
+too_short:
+    PyErr_SetString(PyExc_ValueError, "starts and ends do not have the union's length");
+done:
+    if (opened) {
+        PyBuffer_Release(&out[0]);
+        PyBuffer_Release(&out[1]);
+    }
+    close_columns(views, 3);
+    close_order(&views[3]);
+    return result;
 }
 
-static PyObject *union_columns(Union *merged) {
-    if (merged->open && (doubles_add(&merged->starts, merged->start) < 0 ||
-                         doubles_add(&merged->ends, merged->end) < 0))
-        return NULL;
-    PyObject *starts = doubles_bytes(&merged->starts);
-    PyObject *ends = starts ? doubles_bytes(&merged->ends) : NULL;
-    PyObject *pair = ends ? PyTuple_Pack(2, starts, ends) : NULL;
-    Py_XDECREF(starts);
-    Py_XDECREF(ends);
-    return pair;
+/* ---- union_coverage ------------------------------------------------------------------- */
+
+PyDoc_STRVAR(union_coverage_doc,
+             "union_coverage(start, duration, kernel_class, by_start, classes, code, begin, "
+             "scale, columns)\n--\n\n"
+             "timeline._coverage of merge_union's intervals, without them: the share of each of "
+             "``columns`` bins covered, as a list of floats; None when a bin position is not "
+             "finite (Python's int() decides what that means).");
+
+/* Add one merged interval to the bins, as timeline._coverage does; 0 when not finite. */
+static int cover(double *covered, Py_ssize_t columns, double begin, double scale, double start,
+                 double stop) {
+    double first = (start - begin) * scale, last = (stop - begin) * scale;
+    if (!isfinite(first)) return 0;
+    if (first >= (double)columns) return 1;
+    Py_ssize_t column = first > 0.0 ? (Py_ssize_t)first : 0; /* max(0, int(first)) */
+    for (; column < columns && (double)column < last; column++) {
+        double upper = last < (double)(column + 1) ? last : (double)(column + 1);
+        double lower = first > (double)column ? first : (double)column;
+        covered[column] += upper - lower;
+    }
+    return 1;
 }
 
-PyDoc_STRVAR(merge_by_class_doc,
-             "merge_by_class(start, duration, kernel_class, by_start, classes)\n--\n\n"
-             "breakdown._merged_by_class: the union of the GPU intervals and of each kernel "
-             "class's, as ((starts, ends), [(starts, ends) per class]) in bytes of doubles.");
-
-static PyObject *merge_by_class(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *columns[4];
-    int classes;
-    if (!PyArg_ParseTuple(args, "OOOOi", &columns[0], &columns[1], &columns[2], &columns[3],
-                          &classes))
+static PyObject *union_coverage(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *columns_in[4];
+    int classes, code;
+    double begin, scale;
+    Py_ssize_t columns;
+    if (!PyArg_ParseTuple(args, "OOOOiiddn", &columns_in[0], &columns_in[1], &columns_in[2],
+                          &columns_in[3], &classes, &code, &begin, &scale, &columns))
         return NULL;
-    if (classes < 1 || classes > 64) {
-        PyErr_SetString(PyExc_ValueError, "classes must be 1 to 64");
+    if (classes < 1 || classes > 64 || code < -1 || code >= classes || columns < 0 ||
+        columns > 1000000) {
+        PyErr_SetString(PyExc_ValueError,
+                        "classes must be 1 to 64, code -1 to classes - 1, columns 0 to 1000000");
         return NULL;
     }
     Py_buffer views[4];
-    if (open_columns(columns, "ddbl", views, 4) < 0) return NULL;
+    if (open_columns(columns_in, "ddb", views, 3) < 0) return NULL;
     const double *start = views[0].buf, *duration = views[1].buf;
     const signed char *kernel_class = views[2].buf;
-    const long *order = views[3].buf;
-    Py_ssize_t events = LENGTH(views[0], double), count = LENGTH(views[3], long);
-    PyObject *result = NULL, *per_class = NULL, *busy_pair = NULL;
-    Union busy = {0}, *by_class = PyMem_Calloc((size_t)classes, sizeof(Union));
-    if (by_class == NULL) {
+    const long *order;
+    Py_ssize_t events = LENGTH(views[0], double), count;
+    if (open_order(columns_in[3], &views[3], &order, &count, events) < 0) {
+        close_columns(views, 3);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int open = 0;
+    double open_start = 0.0, open_end = 0.0;
+    double *covered = PyMem_Calloc((size_t)(columns ? columns : 1), sizeof(double));
+    if (covered == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -200,75 +372,94 @@ static PyObject *merge_by_class(PyObject *Py_UNUSED(module), PyObject *args) {
         goto done;
     }
     for (Py_ssize_t position = 0; position < count; position++) {
-        long index = order[position];
+        long index = AT(order, position);
         if (index < 0 || index >= events) {
             index_error("a GPU event");
             goto done;
         }
-        double begin = start[index], end = begin + duration[index];
-        int code = kernel_class[index];
-        if (code < 0 || code >= classes) {
+        if (kernel_class[index] < 0 || kernel_class[index] >= classes) {
             index_error("a kernel class");
             goto done;
         }
-        if (union_add(&busy, begin, end) < 0 || union_add(&by_class[code], begin, end) < 0)
-            goto done;
-    }
-    if ((busy_pair = union_columns(&busy)) == NULL) goto done;
-    if ((per_class = PyList_New(classes)) == NULL) goto done;
-    for (int code = 0; code < classes; code++) {
-        PyObject *pair = union_columns(&by_class[code]);
-        if (pair == NULL) goto done;
-        PyList_SET_ITEM(per_class, code, pair);
-    }
-    result = PyTuple_Pack(2, busy_pair, per_class);
-done:
-    Py_XDECREF(busy_pair);
-    Py_XDECREF(per_class);
-    PyMem_Free(busy.starts.items);
-    PyMem_Free(busy.ends.items);
-    if (by_class != NULL) {
-        for (int code = 0; code < classes; code++) {
-            PyMem_Free(by_class[code].starts.items);
-            PyMem_Free(by_class[code].ends.items);
+        if (code >= 0 && kernel_class[index] != code) continue;
+        double first = start[index], end = first + duration[index];
+        if (open && first <= open_end) {
+            if (end > open_end) open_end = end;
+            continue;
         }
-        PyMem_Free(by_class);
+        if (open && !cover(covered, columns, begin, scale, open_start, open_end)) goto not_finite;
+        open = 1;
+        open_start = first;
+        open_end = end;
     }
-    close_columns(views, 4);
+    if (open && !cover(covered, columns, begin, scale, open_start, open_end)) goto not_finite;
+    if ((result = PyList_New(columns)) == NULL) goto done;
+    for (Py_ssize_t column = 0; column < columns; column++) {
+        PyObject *share = PyFloat_FromDouble(covered[column]);
+        if (share == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, column, share);
+    }
+    goto done;
+not_finite:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(covered);
+    close_columns(views, 3);
+    close_order(&views[3]);
     return result;
 }
 
-/* ---- launch_columns -------------------------------------------------------------------- */
+/* ---- launch_column --------------------------------------------------------------------- */
 
-PyDoc_STRVAR(launch_columns_doc,
-             "launch_columns(gpu_launch, gpu_start, gpu_duration, launch_start, launch_duration, "
-             "selected)\n--\n\n"
-             "launches.launch_statistics' loop: (delays, launch CPU durations, GPU durations) of "
-             "the linked events of ``selected`` as bytes of doubles, and how many GPU events "
-             "were shorter than their launch.");
+PyDoc_STRVAR(launch_column_doc,
+             "launch_column(gpu_launch, gpu_start, gpu_duration, launch_start, launch_duration, "
+             "selected, which, out)\n--\n\n"
+             "launches.launch_statistics' loop over the linked events of ``selected``: returns "
+             "(how many are linked, how many ran shorter than their launch), and writes their "
+             "delays (``which`` 0), launch CPU durations (1) or GPU durations (2) into ``out`` "
+             "(a 'd' array of exactly the linked count) unless it is None.");
 
-static PyObject *launch_columns(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *columns[6];
-    if (!PyArg_ParseTuple(args, "OOOOOO", &columns[0], &columns[1], &columns[2], &columns[3],
-                          &columns[4], &columns[5]))
+static PyObject *launch_column(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *columns[6], *output;
+    int which;
+    if (!PyArg_ParseTuple(args, "OOOOOOiO", &columns[0], &columns[1], &columns[2], &columns[3],
+                          &columns[4], &columns[5], &which, &output))
         return NULL;
-    Py_buffer views[6];
-    if (open_columns(columns, "ldddd" "l", views, 6) < 0) return NULL;
-    const long *gpu_launch = views[0].buf, *selected = views[5].buf;
+    if (which < 0 || which > 2) {
+        PyErr_SetString(PyExc_ValueError, "which must be 0, 1 or 2");
+        return NULL;
+    }
+    Py_buffer views[6], out;
+    if (open_columns(columns, "idddd", views, 5) < 0) return NULL;
+    const int32_t *gpu_launch = views[0].buf;
+    const long *selected;
     const double *gpu_start = views[1].buf, *gpu_duration = views[2].buf,
                  *launch_start = views[3].buf, *launch_duration = views[4].buf;
-    Py_ssize_t events = LENGTH(views[0], long), launches = LENGTH(views[3], double),
-               count = LENGTH(views[5], long);
-    Doubles delays = {0}, cpu = {0}, gpu = {0};
-    Py_ssize_t shorter = 0;
+    Py_ssize_t events = LENGTH(views[0], int32_t), launches = LENGTH(views[3], double), count;
+    if (open_order(columns[5], &views[5], &selected, &count, events) < 0) {
+        close_columns(views, 5);
+        return NULL;
+    }
+    Py_ssize_t linked = 0, shorter = 0, capacity = 0;
+    double *values = NULL;
+    int opened = 0;
     PyObject *result = NULL;
     if (LENGTH(views[1], double) < events || LENGTH(views[2], double) < events ||
         LENGTH(views[4], double) < launches) {
         index_error("a GPU event");
         goto done;
     }
+    if (output != Py_None) {
+        if (open_output(output, &out, 'd', (Py_ssize_t)sizeof(double), -1) < 0) goto done;
+        opened = 1;
+        values = out.buf;
+        capacity = LENGTH(out, double);
+    }
     for (Py_ssize_t position = 0; position < count; position++) {
-        long index = selected[position];
+        long index = AT(selected, position);
         if (index < 0 || index >= events) {
             index_error("a GPU event");
             goto done;
@@ -280,22 +471,51 @@ static PyObject *launch_columns(PyObject *Py_UNUSED(module), PyObject *args) {
             goto done;
         }
         double gpu_us = gpu_duration[index], cpu_us = launch_duration[launch];
-        if (doubles_add(&delays, gpu_start[index] - launch_start[launch]) < 0 ||
-            doubles_add(&cpu, cpu_us) < 0 || doubles_add(&gpu, gpu_us) < 0)
-            goto done;
+        if (values != NULL) {
+            if (linked >= capacity) goto wrong_length;
+            values[linked] = which == 0   ? gpu_start[index] - launch_start[launch]
+                             : which == 1 ? cpu_us
+                                          : gpu_us;
+        }
+        linked++;
         if (gpu_us < cpu_us) shorter++;
     }
-    PyObject *parts[3] = {doubles_bytes(&delays), NULL, NULL};
-    if (parts[0] != NULL) parts[1] = doubles_bytes(&cpu);
-    if (parts[1] != NULL) parts[2] = doubles_bytes(&gpu);
-    if (parts[2] != NULL) result = Py_BuildValue("OOOn", parts[0], parts[1], parts[2], shorter);
-    for (int part = 0; part < 3; part++) Py_XDECREF(parts[part]);
+    if (values != NULL && linked != capacity) goto wrong_length;
+    result = Py_BuildValue("nn", linked, shorter);
+    goto done;
+wrong_length:
+    PyErr_SetString(PyExc_ValueError, "out does not have the linked events' length");
 done:
-    PyMem_Free(delays.items);
-    PyMem_Free(cpu.items);
-    PyMem_Free(gpu.items);
-    close_columns(views, 6);
+    if (opened) PyBuffer_Release(&out);
+    close_columns(views, 5);
+    close_order(&views[5]);
     return result;
+}
+
+/* ---- sort_doubles ---------------------------------------------------------------------- */
+
+static int by_value(const void *left, const void *right) {
+    double a = *(const double *)left, b = *(const double *)right;
+    return (a > b) - (a < b);
+}
+
+PyDoc_STRVAR(sort_doubles_doc,
+             "sort_doubles(values)\n--\n\n"
+             "Sort a writable 'd' array in place and return True; False (untouched) when it "
+             "holds a NaN or a negative zero, whose place only Python's stable sort decides.");
+
+static PyObject *sort_doubles(PyObject *Py_UNUSED(module), PyObject *column) {
+    Py_buffer view;
+    if (open_output(column, &view, 'd', (Py_ssize_t)sizeof(double), -1) < 0) return NULL;
+    double *values = view.buf;
+    Py_ssize_t count = LENGTH(view, double);
+    int sortable = 1;
+    for (Py_ssize_t index = 0; index < count && sortable; index++)
+        if (isnan(values[index]) || (values[index] == 0.0 && signbit(values[index])))
+            sortable = 0;
+    if (sortable) qsort(values, (size_t)count, sizeof(double), by_value);
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(sortable);
 }
 
 /* ---- idle_gaps ------------------------------------------------------------------------- */
@@ -330,12 +550,16 @@ static PyObject *idle_gaps(PyObject *Py_UNUSED(module), PyObject *args) {
         return NULL;
     }
     Py_buffer views[6];
-    if (open_columns(columns, "ddldll", views, 6) < 0) return NULL;
+    if (open_columns(columns, "ddidi", views, 5) < 0) return NULL;
     const double *gpu_start = views[0].buf, *gpu_duration = views[1].buf,
                  *launch_start = views[3].buf;
-    const long *gpu_launch = views[2].buf, *launch_marker = views[4].buf, *order = views[5].buf;
-    Py_ssize_t events = LENGTH(views[0], double), launches = LENGTH(views[3], double),
-               count = LENGTH(views[5], long);
+    const int32_t *gpu_launch = views[2].buf, *launch_marker = views[4].buf;
+    const long *order;
+    Py_ssize_t events = LENGTH(views[0], double), launches = LENGTH(views[3], double), count;
+    if (open_order(columns[5], &views[5], &order, &count, events) < 0) {
+        close_columns(views, 5);
+        return NULL;
+    }
     /* categories: 0 host-bound, 1 not host-bound, 2 unknown (no launch) */
     Py_ssize_t counts[3] = {0, 0, 0};
     double totals[3] = {0.0, 0.0, 0.0};
@@ -348,15 +572,15 @@ static PyObject *idle_gaps(PyObject *Py_UNUSED(module), PyObject *args) {
         if (largest == NULL) PyErr_NoMemory();
         goto done;
     }
-    if (LENGTH(views[1], double) < events || LENGTH(views[2], long) < events ||
-        LENGTH(views[4], long) < launches) {
+    if (LENGTH(views[1], double) < events || LENGTH(views[2], int32_t) < events ||
+        LENGTH(views[4], int32_t) < launches) {
         index_error("a GPU event");
         goto done;
     }
     const double infinity = INFINITY;
     double busy_until = infinity;
     for (Py_ssize_t position = 0; position < count; position++) {
-        long index = order[position];
+        long index = AT(order, position);
         if (index < 0 || index >= events) {
             index_error("a GPU event");
             goto done;
@@ -444,14 +668,18 @@ done:
     Py_XDECREF(group_ids);
     PyMem_Free(largest);
     PyMem_Free(by_group.items);
-    close_columns(views, 6);
+    close_columns(views, 5);
+    close_order(&views[5]);
     return result;
 }
 
 static PyMethodDef module_functions[] = {
     {"order_by_start", order_by_start, METH_VARARGS, order_by_start_doc},
-    {"merge_by_class", merge_by_class, METH_VARARGS, merge_by_class_doc},
-    {"launch_columns", launch_columns, METH_VARARGS, launch_columns_doc},
+    {"in_start_order", in_start_order, METH_O, in_start_order_doc},
+    {"merge_union", merge_union, METH_VARARGS, merge_union_doc},
+    {"union_coverage", union_coverage, METH_VARARGS, union_coverage_doc},
+    {"launch_column", launch_column, METH_VARARGS, launch_column_doc},
+    {"sort_doubles", sort_doubles, METH_O, sort_doubles_doc},
     {"idle_gaps", idle_gaps, METH_VARARGS, idle_gaps_doc},
     {NULL, NULL, 0, NULL},
 };

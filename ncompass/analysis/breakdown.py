@@ -9,7 +9,7 @@ each class's union over ranks.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -27,6 +27,7 @@ from ncompass.analysis.run_parts import (
     wall_us,
 )
 from ncompass.analysis.summary_types import RankBreakdownRow
+from ncompass.traces.events import KernelClass
 from ncompass.traces.identity import RankOwners
 from ncompass.traces.link import (
     KERNEL_CLASSES,
@@ -294,7 +295,7 @@ def rank_breakdown(
         The rank's breakdown.
     """
     selected, window = _selected_gpu_events(trace, exclude_last_profiler_step)
-    by_start = _in_start_order(trace.gpu.start, selected)
+    by_start = in_start_order(trace.gpu.start, selected)
     lengths = _union_lengths(trace.gpu, by_start)
     idle = lengths.span - lengths.busy
     return RankBreakdown(
@@ -327,83 +328,103 @@ class _UnionLengths:
     communication_overlapped: float
 
 
-def _union_lengths(gpu: GpuEvents, by_start: Iterable[int]) -> _UnionLengths:
-    """Merge the intervals and measure them; the merged columns are freed on return, before the
-    launch and idle-gap passes allocate theirs."""
-    busy, (computation, communication, memory) = _merged_by_class(gpu, by_start)
+def _union_lengths(gpu: GpuEvents, by_start: Sequence[int]) -> _UnionLengths:
+    """Merge the intervals and measure them, one union at a time; the unions themselves are
+    built only to measure the overlap of communication and computation, when there are both."""
+    busy_count, busy, first_start, last_end = measured_union(gpu, by_start, ALL_CLASSES)
+    span = last_end - first_start if busy_count else 0.0  # IntervalColumns.span
+    _, memory, _, _ = measured_union(gpu, by_start, _CLASS_CODE[KernelClass.MEMORY])
+    communications, communication, _, _ = measured_union(
+        gpu, by_start, _CLASS_CODE[KernelClass.COMMUNICATION]
+    )
+    computations, computation, _, _ = measured_union(
+        gpu, by_start, _CLASS_CODE[KernelClass.COMPUTATION]
+    )
+    overlapped = 0.0  # overlap_length of an empty union
+    if communications and computations:
+        overlapped = overlap_length(
+            merged_union(gpu, by_start, _CLASS_CODE[KernelClass.COMMUNICATION]),
+            merged_union(gpu, by_start, _CLASS_CODE[KernelClass.COMPUTATION]),
+        )
     return _UnionLengths(
-        span=busy.span(),
-        busy=busy.total_length(),
-        computation=computation.total_length(),
-        communication=communication.total_length(),
-        memory=memory.total_length(),
-        communication_overlapped=overlap_length(communication, computation),
+        span=span,
+        busy=busy,
+        computation=computation,
+        communication=communication,
+        memory=memory,
+        communication_overlapped=overlapped,
     )
 
 
-def _in_start_order(starts: array[float], selected: Sequence[int]) -> array[int]:
-    """``selected`` sorted by start time; ties keep their order (``sorted`` is stable)."""
+def measured_union(
+    gpu: GpuEvents, by_start: Sequence[int], code: int
+) -> tuple[int, float, float, float]:
+    """How many intervals :func:`merged_union` has, their total length, the first start and the
+    last end (0.0 and 0.0 when empty), without keeping them where the C sweep measures as it
+    merges."""
+    sweep, (usable, column) = _native.sweep, _native.sweep_order(by_start, len(gpu))
+    if sweep is not None and usable:
+        arguments = (gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES), code)
+        count, total, first_start, last_end = sweep.merge_union(*arguments, None, None)
+        return int(count), float(total), float(first_start), float(last_end)
+    merged = merged_union(gpu, by_start, code)
+    if not merged:
+        return 0, merged.total_length(), 0.0, 0.0
+    return len(merged), merged.total_length(), merged.starts[0], merged.ends[-1]
+
+
+def in_start_order(starts: array[float], selected: Sequence[int]) -> Sequence[int]:
+    """``selected`` sorted by start time; ties keep their order (``sorted`` is stable). Every
+    event, already in order (as a stream records them), comes back as the ``range`` itself: the
+    sweeps then need no index column (8 bytes an event)."""
     sweep = _native.sweep
     if sweep is not None:
-        column = _native.index_column(selected)
-        ordered = sweep.order_by_start(
-            starts, column if column is not None else array("l", selected)
-        )
-        if ordered is not None:  # None: a NaN start, which only Python's sort orders as before
-            return _native.longs(ordered)
+        if selected == range(len(starts)) and sweep.in_start_order(starts):
+            return selected
+        column = array("l", selected)  # sorted in place: 8 bytes an event, no second copy
+        if sweep.order_by_start(starts, column) is not None:
+            return column  # None: a NaN start, which only Python's sort orders as before
+        del column
     return array("l", sorted(selected, key=starts.__getitem__))
 
 
-def _merged_by_class(
-    gpu: GpuEvents, by_start: Iterable[int]
-) -> tuple[IntervalColumns, list[IntervalColumns]]:
-    """The union of all GPU intervals, and of each kernel class's (indexed by class code), in one
-    pass over the events in start order. Same rule as :func:`merge_sorted`: an interval that
-    starts at or before the open one's end extends it."""
-    sweep, column = _native.sweep, _native.index_column(by_start)
-    if sweep is not None and column is not None:
-        busy_columns, class_columns = sweep.merge_by_class(
-            gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES)
-        )
-        return IntervalColumns.of_bytes(*busy_columns), [
-            IntervalColumns.of_bytes(*columns) for columns in class_columns
-        ]
-    busy = IntervalColumns()
-    classes = [IntervalColumns() for _ in KERNEL_CLASSES]
-    class_open = [False] * len(classes)
-    class_start = [0.0] * len(classes)
-    class_end = [0.0] * len(classes)
-    busy_open = False
-    busy_start = busy_end = 0.0
+ALL_CLASSES = -1
+"""The ``code`` of :func:`merged_union` for the union of every GPU event."""
+_CLASS_CODE = {kernel_class: code for code, kernel_class in enumerate(KERNEL_CLASSES)}
+
+
+def merged_union(gpu: GpuEvents, by_start: Sequence[int], code: int) -> IntervalColumns:
+    """The union of the GPU intervals of one kernel class (by its code in ``KERNEL_CLASSES``,
+    or :data:`ALL_CLASSES`), visited in start order: an interval that starts at or before the
+    open one's end extends it. Its columns are allocated at their exact length."""
+    sweep, (usable, column) = _native.sweep, _native.sweep_order(by_start, len(gpu))
+    if sweep is not None and usable:
+        arguments = (gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES), code)
+        count, _, _, _ = sweep.merge_union(*arguments, None, None)
+        merged = IntervalColumns(array("d", [0.0]) * count, array("d", [0.0]) * count)
+        sweep.merge_union(*arguments, merged.starts, merged.ends)
+        return merged
+    merged = IntervalColumns()
+    is_open = False
+    open_start = open_end = 0.0
     starts, durations, kernel_class = gpu.start, gpu.duration, gpu.kernel_class
     for index in by_start:
+        if code != ALL_CLASSES and kernel_class[index] != code:
+            continue
         start = starts[index]
         end = start + durations[index]
-        if busy_open and start <= busy_end:
-            if end > busy_end:
-                busy_end = end
+        if is_open and start <= open_end:
+            if end > open_end:
+                open_end = end
         else:
-            if busy_open:
-                busy.starts.append(busy_start)
-                busy.ends.append(busy_end)
-            busy_open, busy_start, busy_end = True, start, end
-        code = kernel_class[index]
-        if class_open[code] and start <= class_end[code]:
-            if end > class_end[code]:
-                class_end[code] = end
-        else:
-            if class_open[code]:
-                classes[code].starts.append(class_start[code])
-                classes[code].ends.append(class_end[code])
-            class_open[code], class_start[code], class_end[code] = True, start, end
-    if busy_open:
-        busy.starts.append(busy_start)
-        busy.ends.append(busy_end)
-    for code, columns in enumerate(classes):
-        if class_open[code]:
-            columns.starts.append(class_start[code])
-            columns.ends.append(class_end[code])
-    return busy, classes
+            if is_open:
+                merged.starts.append(open_start)
+                merged.ends.append(open_end)
+            is_open, open_start, open_end = True, start, end
+    if is_open:
+        merged.starts.append(open_start)
+        merged.ends.append(open_end)
+    return merged
 
 
 def _selected_gpu_events(

@@ -92,8 +92,8 @@ def classify_idle_gaps(trace: LinkedTrace, by_start: Sequence[int]) -> IdleGaps:
     Returns:
         The gaps, totalled as host-bound, not host-bound and unknown.
     """
-    sweep, column = _native.sweep, _native.index_column(by_start)
-    if sweep is not None and column is not None:
+    sweep, (usable, column) = _native.sweep, _native.sweep_order(by_start, len(trace.gpu))
+    if sweep is not None and usable:
         return _swept_in_c(sweep, trace, column)
     return _swept_in_python(trace, by_start)
 
@@ -141,7 +141,7 @@ def _swept_in_python(trace: LinkedTrace, by_start: Sequence[int]) -> IdleGaps:
     )
 
 
-def _swept_in_c(sweep: ModuleType, trace: LinkedTrace, by_start: array[int]) -> IdleGaps:
+def _swept_in_c(sweep: ModuleType, trace: LinkedTrace, by_start: array[int] | None) -> IdleGaps:
     """The same sweep in C; marker groups are named here, once per marker the gaps meet."""
     group_names: list[str] = []
     group_ids: dict[str, int] = {}

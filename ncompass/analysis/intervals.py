@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ class IntervalColumns:
 
     def total_length(self) -> float:
         """Sum of the lengths, added in the same order as :func:`total_length`."""
-        return sum(map(operator.sub, self.ends, self.starts), 0.0)
+        return total_length(zip(self.starts, self.ends, strict=True))
 
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
@@ -86,8 +85,13 @@ def merge_sorted(intervals: Iterable[Interval]) -> list[Interval]:
 
 
 def total_length(disjoint: Iterable[Interval]) -> float:
-    """Sum of the lengths of disjoint intervals."""
-    return sum((end - start for start, end in disjoint), 0.0)
+    """Sum of the lengths of disjoint intervals, added one after the other in their order (what
+    ``sum`` does up to Python 3.11; from 3.12 it compensates rounding, which the C sweeps, adding
+    as they merge, would have to copy version by version)."""
+    total = 0.0
+    for start, end in disjoint:
+        total += end - start
+    return total
 
 
 def intersection_length(first: Sequence[Interval], second: Sequence[Interval]) -> float:

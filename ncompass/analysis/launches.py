@@ -61,28 +61,34 @@ def launch_statistics(trace: LinkedTrace, selected: Sequence[int]) -> LaunchStat
     Returns:
         The statistics.
     """
-    sweep, column = _native.sweep, _native.index_column(selected)
-    if sweep is not None and column is not None:
+    sweep, (usable, column) = _native.sweep, _native.sweep_order(selected, len(trace.gpu))
+    if sweep is not None and usable:
+        # one column at a time, at its exact length, sorted in place: 8 bytes a linked event
         gpu, launches = trace.gpu, trace.launches
-        *parts, shorter = sweep.launch_columns(
-            gpu.launch, gpu.start, gpu.duration, launches.start, launches.duration, column
-        )
-        delays, cpu_durations, gpu_durations = (_native.doubles(part) for part in parts)
-        del parts
+        arguments = (gpu.launch, gpu.start, gpu.duration, launches.start, launches.duration, column)
+        linked, shorter = sweep.launch_column(*arguments, 0, None)
+        distributions = []
+        for which in range(3):
+            values = array("d", [0.0]) * linked
+            sweep.launch_column(*arguments, which, values)
+            distributions.append(Distribution.of_column(values))
+            del values
+        launch_delay_us, launch_cpu_us, gpu_duration_us = distributions
     else:
         delays, cpu_durations, gpu_durations, shorter = _launch_columns(trace, selected)
-    linked = len(delays)
-    # One distribution at a time, each column freed after it: sorting one builds a list of floats.
-    launch_delay_us = Distribution.of(delays)
-    del delays
-    launch_cpu_us = Distribution.of(cpu_durations)
-    del cpu_durations
+        linked = len(delays)
+        # One distribution at a time, each column freed after it: sorting builds a list of floats.
+        launch_delay_us = Distribution.of(delays)
+        del delays
+        launch_cpu_us = Distribution.of(cpu_durations)
+        del cpu_durations
+        gpu_duration_us = Distribution.of(gpu_durations)
     return LaunchStatistics(
         gpu_events=len(selected),
         linked=linked,
         launch_delay_us=launch_delay_us,
         launch_cpu_us=launch_cpu_us,
-        gpu_duration_us=Distribution.of(gpu_durations),
+        gpu_duration_us=gpu_duration_us,
         shorter_than_launch=shorter,
     )
 

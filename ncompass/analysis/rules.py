@@ -6,7 +6,7 @@ and one recommendation. Thresholds are module constants so the docs can quote th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -91,7 +91,7 @@ class RuleInput:
     trace: LinkedTrace
     breakdown: RankBreakdown
     markers: dict[str, MarkerStats]
-    kernels: dict[str, KernelStats]
+    kernels: Mapping[str, KernelStats]
 
     @cached_property
     def setup(self) -> SetupTime:

@@ -58,6 +58,7 @@ def summarize_trace(
         TraceError: The file is missing, truncated or not a trace.
     """
     trace = link_trace(path, progress=progress, jobs=jobs)
+    timeline = busy_timeline(trace)  # first: its sweep's memory comes before the kernel table's
     rank = trace.identity.rank_or(0)
     breakdown = rank_breakdown(trace, rank)
     markers = marker_stats(trace)
@@ -93,7 +94,7 @@ def summarize_trace(
             "setup": facts.setup.to_dict(),
         },
         "focus": _focus(feedback_context, list(markers)),
-        "timeline": busy_timeline(trace),
+        "timeline": timeline,
     }
     if regions is not None:
         structured["compiled_code"] = regions

@@ -10,10 +10,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Literal
 
-from ncompass.analysis.breakdown import _in_start_order, _merged_by_class
+from ncompass.analysis import _native
+from ncompass.analysis.breakdown import ALL_CLASSES, in_start_order, measured_union, merged_union
 from ncompass.analysis.intervals import Interval, IntervalColumns, total_length, union
 from ncompass.analysis.summary_types import Timeline
-from ncompass.traces.link import NO_LINK, LinkedTrace, marker_group
+from ncompass.traces.link import KERNEL_CLASSES, NO_LINK, GpuEvents, LinkedTrace, marker_group
 
 COLUMNS = 600
 LANES = 8
@@ -34,12 +35,17 @@ def busy_timeline(trace: LinkedTrace, *, columns: int = COLUMNS, lanes: int = LA
         in bins (fractional), merged where closer than one bin; empty without events.
     """
     gpu = trace.gpu
-    # as columns, merged in start order: a (start, end) tuple per GPU event took ~110 bytes each
-    gpu_busy, _ = _merged_by_class(gpu, _in_start_order(gpu.start, range(len(gpu))))
+    by_start = in_start_order(gpu.start, range(len(gpu)))
+    # measured, then binned, as the union merges: no column of the busy intervals (16 bytes each)
+    merged, _, first_start, last_end = measured_union(gpu, by_start, ALL_CLASSES)
     markers = trace.markers
-    source: Literal["gpu", "cpu"] = "gpu" if gpu_busy else "cpu"
-    busy = gpu_busy or IntervalColumns.of(union((marker.start, marker.end) for marker in markers))
-    begin, end = _span(trace, busy)
+    source: Literal["gpu", "cpu"] = "gpu" if merged else "cpu"
+    cpu_busy = None
+    if not merged:
+        cpu_busy = IntervalColumns.of(union((marker.start, marker.end) for marker in markers))
+        if cpu_busy:
+            first_start, last_end = cpu_busy.starts[0], cpu_busy.ends[-1]
+    begin, end = _span(trace, (first_start, last_end) if merged or cpu_busy else None)
     result: Timeline = {
         "source": source,
         "start_us": begin,
@@ -51,7 +57,12 @@ def busy_timeline(trace: LinkedTrace, *, columns: int = COLUMNS, lanes: int = LA
     if end <= begin:
         return result
     scale = columns / (end - begin)
-    result["busy"] = [round(share, 3) for share in _coverage(busy, begin, scale, columns)]
+    if cpu_busy is None:
+        covered = _gpu_coverage(gpu, by_start, begin, scale, columns)
+    else:
+        covered = _coverage(cpu_busy, begin, scale, columns)
+    del by_start
+    result["busy"] = [round(min(1.0, share), 3) for share in covered]
     top_level: dict[str, list[Interval]] = defaultdict(list)
     for marker in markers:
         if marker.parent == NO_LINK:
@@ -69,18 +80,33 @@ def busy_timeline(trace: LinkedTrace, *, columns: int = COLUMNS, lanes: int = LA
     return result
 
 
-def _span(trace: LinkedTrace, busy: IntervalColumns) -> tuple[float, float]:
-    """From the first to the last event, CPU or GPU (0, 0 without events)."""
-    starts = [busy.starts[0]] if busy else []
-    ends = [busy.ends[-1]] if busy else []
+def _span(trace: LinkedTrace, busy: tuple[float, float] | None) -> tuple[float, float]:
+    """From the first to the last event, CPU or GPU (0, 0 without events); ``busy`` is the first
+    start and the last end of the busy intervals, None without any."""
+    starts = [busy[0]] if busy is not None else []
+    ends = [busy[1]] if busy is not None else []
     if trace.cpu_end > trace.cpu_start:
         starts.append(trace.cpu_start)
         ends.append(trace.cpu_end)
     return (min(starts), max(ends)) if starts else (0.0, 0.0)
 
 
+def _gpu_coverage(
+    gpu: GpuEvents, by_start: Sequence[int], begin: float, scale: float, columns: int
+) -> list[float]:
+    """:func:`_coverage` of the union of the GPU events, swept in C where it can be."""
+    sweep, (usable, column) = _native.sweep, _native.sweep_order(by_start, len(gpu))
+    if sweep is not None and usable:
+        arguments = (gpu.start, gpu.duration, gpu.kernel_class, column, len(KERNEL_CLASSES))
+        covered: list[float] | None
+        covered = sweep.union_coverage(*arguments, ALL_CLASSES, begin, scale, columns)
+        if covered is not None:  # None: a bin that is not finite, which int() judges below
+            return covered
+    return _coverage(merged_union(gpu, by_start, ALL_CLASSES), begin, scale, columns)
+
+
 def _coverage(disjoint: IntervalColumns, begin: float, scale: float, columns: int) -> list[float]:
-    """The share of each bin covered by ``disjoint`` intervals."""
+    """How much of each bin ``disjoint`` intervals cover (more than 1.0 only through rounding)."""
     covered = [0.0] * columns
     for start, stop in zip(disjoint.starts, disjoint.ends, strict=True):
         first, last = (start - begin) * scale, (stop - begin) * scale
@@ -88,7 +114,7 @@ def _coverage(disjoint: IntervalColumns, begin: float, scale: float, columns: in
         while column < columns and column < last:
             covered[column] += min(last, column + 1) - max(first, column)
             column += 1
-    return [min(1.0, share) for share in covered]
+    return covered
 
 
 def _bins(disjoint: Sequence[Interval], begin: float, scale: float) -> list[list[float]]:

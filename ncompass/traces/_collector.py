@@ -41,6 +41,9 @@ except ImportError:  # built without a C compiler: the Python fold below does th
 
 NO_LINK = -1
 """Index stored where a GPU event has no launch, or a launch no marker."""
+INDEX = "i"
+"""The typecode of the index columns (names, threads, launches, markers): 4 bytes an item, 24
+bytes a kernel and its launch less than 8-byte items (the C fold and sweeps read them so)."""
 
 # Categories of X events on the GPU side that are not GPU events by the contract and never launches.
 _GPU_SIDE_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync"})
@@ -154,12 +157,12 @@ class OperatorTotals:
 class LaunchCalls:
     """CPU-side events carrying ``args.correlation`` (runtime/driver calls), as columns."""
 
-    name: array[int] = field(default_factory=lambda: array("l"))  # index into LinkedTrace.names
-    thread: array[int] = field(default_factory=lambda: array("l"))
+    name: array[int] = field(default_factory=lambda: array(INDEX))  # index into LinkedTrace.names
+    thread: array[int] = field(default_factory=lambda: array(INDEX))
     start: array[float] = field(default_factory=lambda: array("d"))
     duration: array[float] = field(default_factory=lambda: array("d"))
     correlation: array[int] = field(default_factory=lambda: array("q"))
-    marker: array[int] = field(default_factory=lambda: array("l"))  # filled by linking
+    marker: array[int] = field(default_factory=lambda: array(INDEX))  # filled by linking
     # Launches also inside markers that only partly overlap their innermost one (start/end
     # ranges interleave): launch index -> those markers, outside the innermost one's parents.
     also_inside: dict[int, list[int]] = field(default_factory=dict)
@@ -172,13 +175,13 @@ class LaunchCalls:
 class GpuEvents:
     """GPU events (kernels, memcpys, memsets) as columns."""
 
-    name: array[int] = field(default_factory=lambda: array("l"))
+    name: array[int] = field(default_factory=lambda: array(INDEX))
     kernel_class: array[int] = field(default_factory=lambda: array("b"))  # see KERNEL_CLASSES
-    stream: array[int] = field(default_factory=lambda: array("l"))  # index into LinkedTrace.threads
+    stream: array[int] = field(default_factory=lambda: array(INDEX))  # into LinkedTrace.threads
     start: array[float] = field(default_factory=lambda: array("d"))
     duration: array[float] = field(default_factory=lambda: array("d"))
     correlation: array[int] = field(default_factory=lambda: array("q"))
-    launch: array[int] = field(default_factory=lambda: array("l"))  # filled by linking
+    launch: array[int] = field(default_factory=lambda: array(INDEX))  # filled by linking
     bytes: array[int] = field(default_factory=lambda: array("q"))  # memcpy/memset size, or 0
 
     def __len__(self) -> int:
@@ -264,7 +267,9 @@ class Collector:
         self.trace = trace
         self._is_part = part
         self._name_index: dict[str, int] = {}
-        self._class_of_name: dict[int, int] = {}  # name index -> kernel class code
+        # name index -> kernel class code + 1 (0: not classified yet); a byte a name, where a
+        # dict cost ~80 bytes a name in traces whose kernel names are all distinct
+        self._class_of_name = bytearray()
         self._thread_index: dict[tuple[Any, Any], int] = {}
         self._open_ranges: dict[tuple[Any, Any], list[Event]] = defaultdict(list)
         self._counts: dict[str, int] = defaultdict(int)
@@ -445,14 +450,14 @@ class Collector:
             marker.thread = threads[marker.thread]
             trace.markers.append(marker)
         launches, gpu = trace.launches, trace.gpu
-        launches.name.extend(array("l", [names[name] for name in folded.launches.name]))
-        launches.thread.extend(array("l", [threads[thread] for thread in folded.launches.thread]))
+        launches.name.extend(array(INDEX, [names[name] for name in folded.launches.name]))
+        launches.thread.extend(array(INDEX, [threads[thread] for thread in folded.launches.thread]))
         launches.start.extend(folded.launches.start)
         launches.duration.extend(folded.launches.duration)
         launches.correlation.extend(folded.launches.correlation)
-        gpu.name.extend(array("l", [names[name] for name in folded.gpu.name]))
+        gpu.name.extend(array(INDEX, [names[name] for name in folded.gpu.name]))
         gpu.kernel_class.extend(folded.gpu.kernel_class)
-        gpu.stream.extend(array("l", [threads[stream] for stream in folded.gpu.stream]))
+        gpu.stream.extend(array(INDEX, [threads[stream] for stream in folded.gpu.stream]))
         for column in ("start", "duration", "correlation", "bytes"):
             getattr(gpu, column).extend(getattr(folded.gpu, column))
         _absorb_totals(trace.cpu_operators, folded.cpu_operators, self._intern)
@@ -483,7 +488,17 @@ class Collector:
         for phase in self.trace.compile_phases.values():
             del phase.durations[:]  # kept only to merge the parts of a split trace
         self._fold_overlap_tracks()
+        self._release()
         return self.trace
+
+    def _release(self) -> None:
+        """Free what only folding needed before linking allocates its own: the interning tables
+        (a dict entry and an int a distinct name, 16 MB for 120k kernel names) and the C folder,
+        whose reference back to this collector would otherwise keep them until a garbage
+        collection."""
+        self._folder = None
+        self._name_index = {}
+        self._class_of_name = bytearray()
 
     def _fold_overlap_tracks(self) -> None:
         """Put the slices of overlap tracks back on the thread (or stream) they belong to."""
@@ -498,7 +513,7 @@ class Collector:
         for marker in trace.markers:
             marker.thread = moved.get(marker.thread, marker.thread)
         for column in (trace.launches.thread, trace.gpu.stream):
-            column[:] = array("l", [moved.get(thread, thread) for thread in column])
+            column[:] = array(INDEX, [moved.get(thread, thread) for thread in column])
 
     def _close_range(self, end_event: Event) -> None:
         stack = self._open_ranges.get((end_event.get("pid"), end_event.get("tid")))
@@ -649,11 +664,13 @@ class Collector:
             gpu.bytes.append(0)
 
     def _kernel_class_of(self, name_id: int, name: str) -> int:
-        kernel_class = self._class_of_name.get(name_id)
-        if kernel_class is None:
-            kernel_class = self._class_of_name[name_id] = _KERNEL_CLASS_CODES[
-                classify_gpu_event(name)
-            ]
+        known = self._class_of_name
+        if name_id < len(known) and known[name_id]:
+            return known[name_id] - 1
+        kernel_class = _KERNEL_CLASS_CODES[classify_gpu_event(name)]
+        if name_id >= len(known):
+            known.extend(bytes(name_id + 1 - len(known)))
+        known[name_id] = kernel_class + 1
         return kernel_class
 
     def _new_operator(self, name: str) -> OperatorTotals:
@@ -678,6 +695,8 @@ class Collector:
         return self.trace.names[self._name_id(name)]
 
     def _name_id(self, name: str) -> int:
+        if self._folder is not None:  # its table, 4-8 bytes a name, holds every name
+            return int(self._folder.name_id(name))
         index = self._name_index.get(name)
         if index is None:
             index = self._name_index[name] = len(self.trace.names)

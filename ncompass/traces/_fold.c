@@ -32,6 +32,9 @@ enum { A_CORRELATION, A_BYTES, ARGS_FIELDS };
 static const char *const ARGS_FIELD_NAMES[ARGS_FIELDS] = {"correlation", "bytes"};
 
 enum { L_NAME, L_THREAD, L_START, L_DURATION, L_CORRELATION, LAUNCH_COLUMNS };
+/* Index columns (names, threads, launches, markers) hold 4-byte items, array('i'): 24 bytes a
+ * kernel and its launch less than 8-byte ones, in traces made mostly of kernels. */
+typedef int32_t Index;
 enum { G_NAME, G_CLASS, G_STREAM, G_START, G_DURATION, G_CORRELATION, G_BYTES, GPU_COLUMNS };
 
 enum { KIND_OTHER, KIND_CPU_OP, KIND_RUNTIME, KIND_GPU, KIND_GPU_SIDE };
@@ -72,6 +75,16 @@ static int buffer_flush(Buffer *buffer, PyObject *column) {
     return 0;
 }
 
+/* Append an index to an Index column (OverflowError past 2**31 - 1, which no trace reaches). */
+static int put_index(Buffer *buffer, long value) {
+    if (value > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "an index beyond 2**31 - 1");
+        return -1;
+    }
+    Index item = (Index)value;
+    return buffer_put(buffer, &item, sizeof(Index));
+}
+
 #include "_event_text.h"
 
 /* One cpu_op name's OperatorTotals, its fields held here until the next flush. */
@@ -106,8 +119,10 @@ typedef struct {
 #define PHASE_SLOTS 8
 #define THREAD_CACHE 8 /* (pid, tid) tokens -> thread index, most recent first */
 /* Past this many tokens the table is emptied after a batch: a trace whose names are all
- * distinct (a kernel name per launch) would otherwise keep a second copy of every name here. */
-#define TOKEN_LIMIT (1 << 15)
+ * distinct (a kernel name per launch) would otherwise keep a second copy of every name here.
+ * 4096 tokens of a long kernel name are about 1 MB (32768 were 8 MB, a sixth of what a 40 MB
+ * trace of distinct names keeps); a few hundred names and values repeat in most traces. */
+#define TOKEN_LIMIT (1 << 12)
 typedef struct {
     PyObject *phase;
     long long pending;
@@ -123,8 +138,12 @@ typedef struct {
     PyObject *trace;
     PyObject *counts;
     PyObject *operators;
-    PyObject *name_index;
     PyObject *names;
+    /* trace.names by hash: open addressing, name index or -1, 4 bytes a slot (a dict of name ->
+     * int cost ~110 bytes a name, which traces whose kernel names are all distinct feel) */
+    int32_t *name_table;
+    size_t name_capacity;  /* a power of two, at least twice the names indexed */
+    Py_ssize_t name_count; /* how many of trace.names the table holds */
     PyObject *thread_index;
     PyObject *threads;
     PyObject *launch_columns[LAUNCH_COLUMNS];
@@ -293,18 +312,75 @@ static int fold_in_python(Folder *self, PyObject *pending) {
 
 /* -- interning -------------------------------------------------------------------------- */
 
-/* The index of ``name`` in trace.names, appending it when new (_Collector._name_id). */
+/* Put trace.names[index] (hashed as ``hash``) in the table's first free slot from its hash. */
+static void name_place(Folder *self, Py_hash_t hash, int32_t index) {
+    size_t mask = self->name_capacity - 1, slot = (size_t)hash & mask;
+    while (self->name_table[slot] >= 0) slot = (slot + 1) & mask;
+    self->name_table[slot] = index;
+}
+
+/* Index the names of trace.names the table does not hold yet (all of them after growing it to
+ * room for ``wanted`` names). */
+static int name_table_sync(Folder *self, Py_ssize_t wanted) {
+    if (wanted >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "more than 2**31 - 1 distinct event names");
+        return -1;
+    }
+    if ((size_t)wanted * 2 > self->name_capacity) {
+        size_t capacity = self->name_capacity ? self->name_capacity : 1024;
+        while (capacity < (size_t)wanted * 2) capacity *= 2;
+        int32_t *table = PyMem_Malloc(capacity * sizeof(int32_t));
+        if (table == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        PyMem_Free(self->name_table);
+        self->name_table = table;
+        self->name_capacity = capacity;
+        self->name_count = 0;
+        memset(table, 0xff, capacity * sizeof(int32_t)); /* every slot -1 */
+    }
+    Py_ssize_t count = PyList_GET_SIZE(self->names);
+    for (; self->name_count < count; self->name_count++) {
+        Py_hash_t hash = PyObject_Hash(PyList_GET_ITEM(self->names, self->name_count));
+        if (hash == -1) return -1;
+        name_place(self, hash, (int32_t)self->name_count);
+    }
+    return 0;
+}
+
+/* The index of ``name`` in trace.names, appending it when new (_Collector._name_id): equal
+ * names (as a dict compares keys) share one index. */
 static long name_id(Folder *self, PyObject *name) {
-    PyObject *index = PyDict_GetItemWithError(self->name_index, name);
-    if (index != NULL) return PyLong_AsLong(index);
-    if (PyErr_Occurred()) return -1;
+    Py_hash_t hash = PyObject_Hash(name);
+    if (hash == -1) return -1;
+    if (name_table_sync(self, PyList_GET_SIZE(self->names) + 1) < 0) return -1;
+    size_t mask = self->name_capacity - 1, slot = (size_t)hash & mask;
+    for (int32_t index; (index = self->name_table[slot]) >= 0; slot = (slot + 1) & mask) {
+        PyObject *known = PyList_GET_ITEM(self->names, index);
+        if (known == name) return index;
+        Py_hash_t known_hash = PyObject_Hash(known); /* cached in a str */
+        if (known_hash == -1) return -1;
+        if (known_hash != hash) continue;
+        int equal = PyObject_RichCompareBool(known, name, Py_EQ);
+        if (equal < 0) return -1;
+        if (equal) return index;
+    }
     Py_ssize_t next = PyList_GET_SIZE(self->names);
-    PyObject *next_index = PyLong_FromSsize_t(next);
-    if (next_index == NULL) return -1;
-    int failed = PyDict_SetItem(self->name_index, name, next_index);
-    Py_DECREF(next_index);
-    if (failed || PyList_Append(self->names, name) < 0) return -1;
+    if (PyList_Append(self->names, name) < 0) return -1;
+    self->name_table[slot] = (int32_t)next;
+    self->name_count = next + 1;
     return (long)next;
+}
+
+PyDoc_STRVAR(Folder_name_id_doc,
+             "name_id(name)\n--\n\n"
+             "The index of ``name`` in trace.names, appended when new (what the Python fold "
+             "interns through while this folder runs).");
+
+static PyObject *Folder_name_id(Folder *self, PyObject *name) {
+    long index = name_id(self, name);
+    return index < 0 ? NULL : PyLong_FromLong(index);
 }
 
 /* The index of (pid, tid) in trace.threads, appending it when new (_Collector._thread_of). */
@@ -525,9 +601,9 @@ static int fold_complete(Folder *self, const Complete *event) {
         if (kernel_class < 0) return -1;
         signed char class_code = (signed char)kernel_class;
         Buffer *gpu = self->gpu;
-        if (buffer_put(&gpu[G_NAME], &name_index, sizeof(long)) < 0 ||
+        if (put_index(&gpu[G_NAME], name_index) < 0 ||
             buffer_put(&gpu[G_CLASS], &class_code, 1) < 0 ||
-            buffer_put(&gpu[G_STREAM], &stream, sizeof(long)) < 0 ||
+            put_index(&gpu[G_STREAM], stream) < 0 ||
             buffer_put(&gpu[G_START], &start, sizeof(double)) < 0 ||
             buffer_put(&gpu[G_DURATION], &length, sizeof(double)) < 0 ||
             buffer_put(&gpu[G_CORRELATION], &correlation, sizeof(long long)) < 0 ||
@@ -565,8 +641,8 @@ static int fold_complete(Folder *self, const Complete *event) {
     long thread = event->thread >= 0 ? event->thread : thread_of(self, event->pid, event->tid);
     if (thread < 0) return -1;
     Buffer *launches = self->launches;
-    if (buffer_put(&launches[L_NAME], &name_index, sizeof(long)) < 0 ||
-        buffer_put(&launches[L_THREAD], &thread, sizeof(long)) < 0 ||
+    if (put_index(&launches[L_NAME], name_index) < 0 ||
+        put_index(&launches[L_THREAD], thread) < 0 ||
         buffer_put(&launches[L_START], &start, sizeof(double)) < 0 ||
         buffer_put(&launches[L_DURATION], &length, sizeof(double)) < 0 ||
         buffer_put(&launches[L_CORRELATION], &correlation, sizeof(long long)) < 0)
@@ -899,7 +975,6 @@ static int Folder_init(Folder *self, PyObject *args, PyObject *kwargs) {
     } shared[] = {
         {collector, "_counts", &self->counts, 1},
         {trace, "cpu_operators", &self->operators, 1},
-        {collector, "_name_index", &self->name_index, 1},
         {trace, "names", &self->names, 0},
         {collector, "_thread_index", &self->thread_index, 1},
         {trace, "threads", &self->threads, 0},
@@ -957,7 +1032,7 @@ static void Folder_dealloc(Folder *self) {
     Py_CLEAR(self->args_type);
     Py_CLEAR(self->counts);
     Py_CLEAR(self->operators);
-    Py_CLEAR(self->name_index);
+    PyMem_Free(self->name_table);
     Py_CLEAR(self->names);
     Py_CLEAR(self->thread_index);
     Py_CLEAR(self->threads);
@@ -985,6 +1060,7 @@ static void Folder_dealloc(Folder *self) {
 
 static PyMethodDef Folder_methods[] = {
     {"fold", (PyCFunction)Folder_fold, METH_O, fold_doc},
+    {"name_id", (PyCFunction)Folder_name_id, METH_O, Folder_name_id_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1027,7 +1103,8 @@ static inline uint64_t mix(long long key) {
 
 PyDoc_STRVAR(link_correlations_doc,
              "link_correlations(gpu_correlation, launch_correlation, gpu_launch, no_link)\n--\n\n"
-             "Set gpu_launch[g] to the last launch whose correlation is gpu_correlation[g].");
+             "Set gpu_launch[g] to the last launch whose correlation is gpu_correlation[g]; False "
+             "(nothing set) past 2**31 - 2 GPU events, which the Python loop links instead.");
 
 static PyObject *link_correlations(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *gpu_column, *launch_column, *out_column;
@@ -1040,25 +1117,33 @@ static PyObject *link_correlations(PyObject *Py_UNUSED(module), PyObject *args) 
         PyBuffer_Release(&gpu);
         return NULL;
     }
-    if (column_view(out_column, &out, sizeof(long), 1) < 0) {
+    if (column_view(out_column, &out, sizeof(Index), 1) < 0) {
         PyBuffer_Release(&gpu);
         PyBuffer_Release(&launches);
         return NULL;
     }
     const long long *gpu_correlation = gpu.buf, *launch_correlation = launches.buf;
-    long *gpu_launch = out.buf;
+    Index *gpu_launch = out.buf;
     Py_ssize_t gpu_count = gpu.len / (Py_ssize_t)sizeof(long long);
     Py_ssize_t launch_count = launches.len / (Py_ssize_t)sizeof(long long);
     PyObject *result = NULL;
+    int32_t *table = NULL, *next = NULL;
+    if (out.len / (Py_ssize_t)sizeof(Index) != gpu_count) {
+        PyErr_SetString(PyExc_ValueError, "gpu_launch has the wrong length");
+        goto done;
+    }
+    if (gpu_count > INT32_MAX - 1 || launch_count > INT32_MAX) { /* 4-byte indices */
+        result = Py_NewRef(Py_False);
+        goto done;
+    }
     /* an open-addressing table of the GPU events' correlations: slot -> first GPU event, and
      * each GPU event -> the next one with the same correlation */
-    size_t capacity = 16;
-    while (capacity < 2 * (size_t)gpu_count) capacity *= 2;
-    Py_ssize_t *table = PyMem_Malloc(capacity * sizeof(Py_ssize_t));
-    Py_ssize_t *next = PyMem_Malloc(((size_t)gpu_count + 1) * sizeof(Py_ssize_t));
-    if (table == NULL || next == NULL || out.len / (Py_ssize_t)sizeof(long) != gpu_count) {
-        if (table == NULL || next == NULL) PyErr_NoMemory();
-        else PyErr_SetString(PyExc_ValueError, "gpu_launch has the wrong length");
+    size_t capacity = 16; /* at most 3/4 full: 5-11 bytes a GPU event */
+    while (capacity * 3 < 4 * (size_t)gpu_count) capacity *= 2;
+    table = PyMem_Malloc(capacity * sizeof(int32_t));
+    next = PyMem_Malloc(((size_t)gpu_count + 1) * sizeof(int32_t));
+    if (table == NULL || next == NULL) {
+        PyErr_NoMemory();
         goto done;
     }
     for (size_t slot = 0; slot < capacity; slot++) table[slot] = -1;
@@ -1069,16 +1154,16 @@ static PyObject *link_correlations(PyObject *Py_UNUSED(module), PyObject *args) 
         while (table[slot] >= 0 && gpu_correlation[table[slot]] != gpu_correlation[index])
             slot = (slot + 1) & (capacity - 1);
         next[index] = table[slot]; /* file order kept along each chain */
-        table[slot] = index;
+        table[slot] = (int32_t)index;
     }
     for (Py_ssize_t launch = 0; launch < launch_count; launch++) {
         size_t slot = mix(launch_correlation[launch]) & (capacity - 1);
         while (table[slot] >= 0 && gpu_correlation[table[slot]] != launch_correlation[launch])
             slot = (slot + 1) & (capacity - 1);
-        for (Py_ssize_t index = table[slot]; index >= 0; index = next[index])
-            gpu_launch[index] = (long)launch;
+        for (int32_t index = table[slot]; index >= 0; index = next[index])
+            gpu_launch[index] = (Index)launch;
     }
-    result = Py_NewRef(Py_None);
+    result = Py_NewRef(Py_True);
 done:
     PyMem_Free(table);
     PyMem_Free(next);
@@ -1100,54 +1185,98 @@ static int by_start_then_index(const void *left, const void *right) {
     return (a->index > b->index) - (a->index < b->index);
 }
 
+PyDoc_STRVAR(launches_on_thread_doc,
+             "launches_on_thread(thread_column, thread)\n--\n\n"
+             "How many launches are on thread (the length launches_in_time_order fills).");
+
+static PyObject *launches_on_thread(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *thread_column;
+    long thread;
+    if (!PyArg_ParseTuple(args, "Ol", &thread_column, &thread)) return NULL;
+    Py_buffer threads;
+    if (column_view(thread_column, &threads, sizeof(Index), 0) < 0) return NULL;
+    const Index *thread_of = threads.buf;
+    Py_ssize_t count = threads.len / (Py_ssize_t)sizeof(Index), selected = 0;
+    for (Py_ssize_t index = 0; index < count; index++) selected += thread_of[index] == thread;
+    PyBuffer_Release(&threads);
+    return PyLong_FromSsize_t(selected);
+}
+
 PyDoc_STRVAR(launches_in_time_order_doc,
              "launches_in_time_order(thread_column, start_column, thread, out)\n--\n\n"
-             "Append to out the launches on thread in order of start (ties in file order); "
-             "False (out untouched) when a start is NaN.");
+             "Write into out (of launches_on_thread's length) the launches on thread in order of "
+             "start (ties in file order); False (out untouched) when a start is NaN. Launches "
+             "already in order, as a thread records them, need no more memory than out.");
 
 static PyObject *launches_in_time_order(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *thread_column, *start_column, *out;
+    PyObject *thread_column, *start_column, *out_column;
     long thread;
-    if (!PyArg_ParseTuple(args, "OOlO", &thread_column, &start_column, &thread, &out)) return NULL;
-    Py_buffer threads, starts;
-    if (column_view(thread_column, &threads, sizeof(long), 0) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "OOlO", &thread_column, &start_column, &thread, &out_column))
+        return NULL;
+    Py_buffer threads, starts, out;
+    if (column_view(thread_column, &threads, sizeof(Index), 0) < 0) return NULL;
     if (column_view(start_column, &starts, sizeof(double), 0) < 0) {
         PyBuffer_Release(&threads);
         return NULL;
     }
+    if (column_view(out_column, &out, sizeof(long), 1) < 0) {
+        PyBuffer_Release(&threads);
+        PyBuffer_Release(&starts);
+        return NULL;
+    }
     PyObject *result = NULL;
-    const long *thread_of = threads.buf;
+    const Index *thread_of = threads.buf;
     const double *start = starts.buf;
-    Py_ssize_t count = threads.len / (Py_ssize_t)sizeof(long), selected = 0;
-    StartOrder *order = PyMem_Malloc(((size_t)count + 1) * sizeof(StartOrder));
-    if (order == NULL) {
-        PyErr_NoMemory();
+    long *indices = out.buf;
+    Py_ssize_t count = threads.len / (Py_ssize_t)sizeof(Index), selected = 0;
+    Py_ssize_t capacity = out.len / (Py_ssize_t)sizeof(long);
+    StartOrder *order = NULL;
+    int in_order = 1;
+    if (starts.len / (Py_ssize_t)sizeof(double) < count) {
+        PyErr_SetString(PyExc_ValueError, "start_column is shorter than thread_column");
         goto done;
     }
+    double last = 0.0;
     for (Py_ssize_t index = 0; index < count; index++) {
         if (thread_of[index] != thread) continue;
         if (start[index] != start[index]) { /* NaN: Python's sort decides where it goes */
             result = Py_NewRef(Py_False);
             goto done;
         }
-        order[selected].start = start[index];
-        order[selected].index = (long)index;
+        if (selected > 0 && start[index] < last) in_order = 0;
+        last = start[index];
         selected++;
     }
-    qsort(order, (size_t)selected, sizeof(StartOrder), by_start_then_index);
-    Buffer indices = {NULL, 0, 0};
-    for (Py_ssize_t index = 0; index < selected; index++)
-        if (buffer_put(&indices, &order[index].index, sizeof(long)) < 0) {
-            PyMem_Free(indices.data);
+    if (selected != capacity) {
+        PyErr_SetString(PyExc_ValueError, "out does not have the thread's launch count");
+        goto done;
+    }
+    if (in_order) {
+        selected = 0;
+        for (Py_ssize_t index = 0; index < count; index++)
+            if (thread_of[index] == thread) indices[selected++] = (long)index;
+    } else {
+        order = PyMem_Malloc(((size_t)selected + 1) * sizeof(StartOrder));
+        if (order == NULL) {
+            PyErr_NoMemory();
             goto done;
         }
-    int failed = buffer_flush(&indices, out);
-    PyMem_Free(indices.data);
-    if (!failed) result = Py_NewRef(Py_True);
+        selected = 0;
+        for (Py_ssize_t index = 0; index < count; index++) {
+            if (thread_of[index] != thread) continue;
+            order[selected].start = start[index];
+            order[selected].index = (long)index;
+            selected++;
+        }
+        qsort(order, (size_t)selected, sizeof(StartOrder), by_start_then_index);
+        for (Py_ssize_t index = 0; index < selected; index++) indices[index] = order[index].index;
+    }
+    result = Py_NewRef(Py_True);
 done:
     PyMem_Free(order);
     PyBuffer_Release(&threads);
     PyBuffer_Release(&starts);
+    PyBuffer_Release(&out);
     return result;
 }
 
@@ -1196,7 +1325,7 @@ static PyObject *assign_launches(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer views[5];
     PyObject *columns[5] = {start_column, marker_column, order_column, marker_start_column,
                             marker_end_column};
-    Py_ssize_t sizes[5] = {sizeof(double), sizeof(long), sizeof(long), sizeof(double),
+    Py_ssize_t sizes[5] = {sizeof(double), sizeof(Index), sizeof(long), sizeof(double),
                            sizeof(double)};
     int opened = 0;
     PyObject *result = NULL;
@@ -1204,8 +1333,12 @@ static PyObject *assign_launches(PyObject *Py_UNUSED(module), PyObject *args) {
         if (column_view(columns[opened], &views[opened], sizes[opened], opened == 1) < 0) goto done;
     const double *launch_start = views[0].buf, *marker_start = views[3].buf,
                  *marker_end = views[4].buf;
-    long *launch_marker = views[1].buf;
+    Index *launch_marker = views[1].buf;
     const long *order = views[2].buf;
+    if (views[1].len / (Py_ssize_t)sizeof(Index) < views[0].len / (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_IndexError, "launch_marker is shorter than the launches");
+        goto done;
+    }
     Py_ssize_t launches = views[0].len / (Py_ssize_t)sizeof(double),
                count = views[2].len / (Py_ssize_t)sizeof(long),
                markers = views[3].len / (Py_ssize_t)sizeof(double);
@@ -1235,7 +1368,7 @@ static PyObject *assign_launches(PyObject *Py_UNUSED(module), PyObject *args) {
                 break;
             }
         }
-        launch_marker[launch] = innermost;
+        launch_marker[launch] = (Index)innermost;
     }
     result = PyLong_FromSsize_t(next);
 done:
@@ -1245,6 +1378,7 @@ done:
 
 static PyMethodDef module_functions[] = {
     {"link_correlations", link_correlations, METH_VARARGS, link_correlations_doc},
+    {"launches_on_thread", launches_on_thread, METH_VARARGS, launches_on_thread_doc},
     {"launches_in_time_order", launches_in_time_order, METH_VARARGS,
      launches_in_time_order_doc},
     {"parse_events", parse_events, METH_VARARGS, parse_events_doc},

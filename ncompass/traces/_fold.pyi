@@ -17,6 +17,8 @@ class Folder:
         new_operator: Callable[[str], Any],
         kernel_class: Callable[[int, str], int],
     ) -> None: ...
+    def name_id(self, name: object) -> int:
+        """The index of ``name`` in ``trace.names``, appended when new."""
     def fold(self, events: list[Any]) -> None:
         """Fold a batch of events (``LinkEvent`` structs or dicts) into the collector."""
 
@@ -25,14 +27,18 @@ def link_correlations(
     launch_correlation: array[int],
     gpu_launch: array[int],
     no_link: int,
-) -> None:
-    """Set ``gpu_launch[g]`` to the last launch whose correlation is ``gpu_correlation[g]``."""
+) -> bool:
+    """Set ``gpu_launch[g]`` to the last launch whose correlation is ``gpu_correlation[g]``;
+    False, nothing set, past 2**31 - 2 GPU events (the Python loop links those)."""
+
+def launches_on_thread(thread_column: array[int], thread: int) -> int:
+    """How many launches are on ``thread``: the length of ``launches_in_time_order``'s ``out``."""
 
 def launches_in_time_order(
     thread_column: array[int], start_column: array[float], thread: int, out: array[int]
 ) -> bool:
-    """Append the launches on ``thread`` to ``out`` in order of start (ties in file order);
-    False, ``out`` untouched, when a start is NaN."""
+    """Write the launches on ``thread`` into ``out`` (of exactly their count) in order of start
+    (ties in file order); False, ``out`` untouched, when a start is NaN."""
 
 class EventText:
     """A batch of trace events read from JSON text; ``len()`` counts its events."""

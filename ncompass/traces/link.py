@@ -16,6 +16,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from ncompass.traces._collector import (
+    INDEX,
     KERNEL_CLASSES,
     NO_LINK,
     Collector,
@@ -78,6 +79,7 @@ def link_trace(
             collector.add(batch)
         trace = collector.finish()
         trace.metadata = reader.metadata
+        del collector, reader  # their buffers and tables, before linking allocates
     _link_gpu_events_to_launches(trace)
     _link_launches_and_markers(trace)
     return trace
@@ -85,9 +87,10 @@ def link_trace(
 
 def _link_gpu_events_to_launches(trace: LinkedTrace) -> None:
     gpu = trace.gpu
-    gpu.launch = array("l", [NO_LINK]) * len(gpu)
-    if _fold is not None:  # the same, with a hash table of 16 bytes per GPU event
-        _fold.link_correlations(gpu.correlation, trace.launches.correlation, gpu.launch, NO_LINK)
+    gpu.launch = array(INDEX, [NO_LINK]) * len(gpu)
+    if _fold is not None and _fold.link_correlations(  # the same, 12-20 bytes a GPU event
+        gpu.correlation, trace.launches.correlation, gpu.launch, NO_LINK
+    ):
         return
     by_correlation = {
         correlation: index
@@ -113,7 +116,7 @@ def _link_gpu_events_to_launches(trace: LinkedTrace) -> None:
 def _link_launches_and_markers(trace: LinkedTrace) -> None:
     """Sweep each thread in time order: markers nest, launches go to the innermost open one."""
     launches = trace.launches
-    launches.marker = array("l", [NO_LINK]) * len(launches)
+    launches.marker = array(INDEX, [NO_LINK]) * len(launches)
     markers_by_thread: dict[int, list[int]] = defaultdict(list)
     for index, marker in enumerate(trace.markers):
         markers_by_thread[marker.thread].append(index)
@@ -153,7 +156,7 @@ def _launches_in_time_order(
     if _fold is not None:  # 8 bytes a launch, not a Python int, a list slot and a sort key
         ordered: dict[int, Sequence[int]] = {}
         for thread in threads:
-            indices = array("l")
+            indices = array("l", [0]) * _fold.launches_on_thread(launches.thread, thread)
             if not _fold.launches_in_time_order(launches.thread, launches.start, thread, indices):
                 break  # a NaN start: where it goes is Python's sort's to say
             ordered[thread] = indices

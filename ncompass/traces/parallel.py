@@ -10,17 +10,19 @@ raises the same error, with the same one-line message, as reading the files one 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ncompass.traces._progress import byte_progress
+
+if TYPE_CHECKING:  # imported where workers start: 4 MB that reading in one process never needs
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 Result = TypeVar("Result")
 
@@ -108,6 +110,9 @@ def map_traces(
 def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """``workers`` spawn-started processes that leave Ctrl-C to this one; an error (or a caller
     that stops early) inside the block ends them instead of waiting for their work."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=context, initializer=_leave_ctrl_c_to_the_parent

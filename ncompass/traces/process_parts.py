@@ -14,7 +14,14 @@ from array import array
 from collections.abc import Collection
 from typing import Any
 
-from ncompass.traces._collector import NO_LINK, GpuEvents, LaunchCalls, LinkedTrace, Marker
+from ncompass.traces._collector import (
+    INDEX,
+    NO_LINK,
+    GpuEvents,
+    LaunchCalls,
+    LinkedTrace,
+    Marker,
+)
 from ncompass.traces.identity import PROCESSES_KEY
 
 
@@ -78,11 +85,11 @@ def _keep_launches(
     )
     if len(source.marker) == len(source):
         launches.marker = array(
-            "l",
+            INDEX,
             [marker_index.get(marker, NO_LINK) for marker in map(source.marker.__getitem__, keep)],
         )
     else:
-        launches.marker = array("l", [NO_LINK]) * len(keep)
+        launches.marker = array(INDEX, [NO_LINK]) * len(keep)
     new_index = array("l", [NO_LINK]) * len(source)
     for new, old in enumerate(keep):
         new_index[old] = new
@@ -109,7 +116,7 @@ def _keep_gpu_events(
             if (launch_index[launch] != NO_LINK if launch != NO_LINK else own_streams[stream])
         ]
         launch = array(
-            "l",
+            INDEX,
             [
                 launch_index[old] if old != NO_LINK else NO_LINK
                 for old in map(source.launch.__getitem__, keep)
@@ -117,7 +124,7 @@ def _keep_gpu_events(
         )
     else:
         keep = [index for index, stream in enumerate(source.stream) if ours[stream]]
-        launch = array("l", [NO_LINK]) * len(keep)
+        launch = array(INDEX, [NO_LINK]) * len(keep)
     part.gpu = GpuEvents(
         name=_taken(source.name, keep),
         kernel_class=_taken(source.kernel_class, keep),
