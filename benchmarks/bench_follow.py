@@ -191,6 +191,7 @@ def _measure(folder: Path, runs: int, children: int) -> Measured:
             measured.wall[mode] += times["wall"]
             measured.cpu[mode] += times["cpu"]
             medians[mode] = statistics.median(times["wall"]), statistics.median(times["cpu"])
+        for mode, options in order:  # apart from the runs with children (their trace writes)
             elapsed, used, _ = _run(folder, "alone.py", "--profiler", "none", *options)
             measured.alone_wall[mode].append(elapsed)
             measured.alone_cpu[mode].append(used)
