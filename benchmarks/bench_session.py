@@ -15,9 +15,12 @@ runs used, whether the answer names the right statement, and wall time.
 ``--shapes`` runs the frame shapes of issue 22 (a comprehension, a lambda, a nested function,
 ``functools.partial``, a decorator, a generator, recursion, a dispatch dict), each as a small
 program and planted in a copy of GPT-2's modeling file (in ``eager_attention_forward``, reached
-through ``attention_interface``), plus a call marker with two sites (one never runs) and a
-compiled model whose time is in Inductor's extern GEMMs. Goal: the right file and line in at most
-2 runs in every case, and never "confidence high" on a wrong answer.
+through ``attention_interface``), plus a call marker with two sites (one never runs), a
+compiled model whose time is in Inductor's extern GEMMs, and three programs whose slow statement
+runs only in a worker process (a ``spawn``ed child, DataLoader workers, torchrun ranks;
+``--only worker``).
+Goal: the right file and line in at most 2 runs in every case, and never "confidence high" on a
+wrong answer.
 
 ``--overhead`` measures what a discovery method costs on the GPT-2 case (tiny config, 768
 tokens, eager attention): the model loop's own time (measured inside the script) and the trace
@@ -414,7 +417,7 @@ def plant_shape(statements: list[str], module_code: str) -> str:
 def shape_cases() -> list[ShapeCase]:
     """The frame shapes as small programs and planted in GPT-2, a two-site call marker, and a
     compiled model whose time is in extern GEMMs."""
-    from tests.session import shapes
+    from tests.session import shapes, workers
 
     found = []
     for name in shapes.SHAPES:
@@ -442,6 +445,17 @@ def shape_cases() -> list[ShapeCase]:
                   {"model.py": shapes.COMPILED_MODEL, "run.py": shapes.COMPILED_RUN}, None,
                   _compiled_call)
     )  # fmt: skip
+    found += [
+        ShapeCase("worker: spawned multiprocessing child",
+                  {"workload.py": workers.WORK, "run.py": workers.SPAWNING}, None,
+                  _planted_in("workload.py")),
+        ShapeCase("worker: DataLoader(num_workers=2)",
+                  {"slow_items.py": workers.DATASET, "run.py": workers.LOADING}, None,
+                  _planted_in("slow_items.py")),
+        ShapeCase("worker: torch.distributed.run, 2 gloo ranks",
+                  {"workload.py": workers.WORK, "train.py": workers.TRAIN,
+                   "run.py": workers.TORCHRUN}, None, _planted_in("workload.py")),
+    ]  # fmt: skip
     return found
 
 

@@ -8,12 +8,18 @@ A small marked step (one tensor op) called ``--calls`` times in a loop, each siz
 - ``none``: ``--profiler none``, markers idle: the baseline;
 - ``window``: ``--window step:FIRST:5`` with FIRST half-way (50,000 for 100,000 calls): five
   calls recorded, nothing before or after;
+- ``nvtx-trace``: the same window under ``--profiler nvtx-trace`` (the run re-executed with
+  ncompass' NVTX recorder attached, which keeps nothing outside the window);
 - ``whole run`` (the smallest size only): ``--profiler torch`` recording every call, the way
   a run was recorded before windows.
 
 For each it prints the wall time of the whole command, the child's peak RSS (``wait4``), the
 window's trace size, and checks that the trace holds exactly the five chosen calls. Goals:
 peak RSS at most 150 MB above ``none`` whatever the number of calls, wall time at most 1.25x.
+
+Then, in a fresh process each, the per-call cost of an NVTX marker (``bind("nvtx", ...)``, as
+``nvtx-trace`` markers are) with no NVTX tool attached, against the same marker with the
+recorder attached but outside a window (its gate closed): best of 5 of 200,000 pairs each.
 
 Then, in this process, the per-call cost of the window's marker outside a window (its sites
 are wrapped to count calls) against the same ``torch`` marker unwrapped, and of a marker of
@@ -62,6 +68,7 @@ targets:
         name: "tag.{{n}}"
 """
 COUNT = 5
+WINDOW_MODES = ("window", "nvtx-trace")
 MEMORY_GOAL_MB = 150
 WALL_GOAL = 1.25
 
@@ -75,6 +82,8 @@ def _run(folder: Path, calls: int, mode: str, index: int) -> tuple[float, float,
         command += ["--profiler", "none"]
     elif mode == "window":
         command += ["--window", f"step:{calls // 2}:{COUNT}"]
+    elif mode == "nvtx-trace":
+        command += ["--profiler", "nvtx-trace", "--window", f"step:{calls // 2}:{COUNT}"]
     command += [str(folder / "step.py"), str(calls)]
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
     start = time.perf_counter()
@@ -89,6 +98,7 @@ def _run(folder: Path, calls: int, mode: str, index: int) -> tuple[float, float,
     trace = {
         "none": None,
         "window": folder / "traces" / f"{name}-w1.json",
+        "nvtx-trace": folder / "traces" / f"{name}-w1.json",
         "whole": folder / "traces" / f"{name}.json",
     }[mode]
     return wall, usage.ru_maxrss / 1024, trace
@@ -136,6 +146,38 @@ def _marker_costs() -> None:
     print(f"another marker bound while the hook is set: {other:.0f} ns ({other / plain:.2f}x)")
 
 
+NVTX_COST = """
+import timeit
+from ncompass.runtime.sites import bind
+enter, exit = bind("nvtx", "bench.nvtx")
+loop = "for _ in range(n): exit(enter())"
+namespace = {"enter": enter, "exit": exit, "n": 200_000}
+print(min(timeit.repeat(loop, globals=namespace, number=1, repeat=5)) / 200_000 * 1e9)
+"""
+
+
+def _nvtx_marker_costs() -> None:
+    from ncompass.capture.nvtx_recorder import build_recorder, environment
+    from ncompass.capture.nvtx_windows import WINDOWS_VARIABLE
+
+    with tempfile.TemporaryDirectory(prefix="bench-nvtx-") as scratch:
+        base = {**os.environ, "PYTHONPATH": str(REPO)}
+        gated = {**base, **environment(scratch, library=build_recorder()), WINDOWS_VARIABLE: "1"}
+        costs = [
+            float(
+                subprocess.run(
+                    [sys.executable, "-c", NVTX_COST], env=env, capture_output=True, check=True
+                ).stdout
+            )
+            for env in (base, gated)
+        ]
+    print(f"NVTX marker, no tool attached: {costs[0]:.0f} ns per call")
+    print(
+        f"NVTX marker, recorder attached, outside a window: {costs[1]:.0f} ns "
+        f"({costs[1] / costs[0]:.2f}x)"
+    )
+
+
 class _NoSink:
     def prepare(self) -> None: ...
     def open(self, record: object) -> bool:
@@ -156,10 +198,10 @@ def main() -> None:
         folder = Path(scratch)
         (folder / "step.py").write_text(STEP_SCRIPT)
         (folder / "spec.yaml").write_text(STEP_SPEC.format(script=folder / "step.py"))
-        print(f"{'calls':>9}  {'mode':<10} {'wall s':>8} {'peak MB':>8} {'trace MB':>9}  ratios")
+        print(f"{'calls':>9}  {'mode':<11} {'wall s':>8} {'peak MB':>8} {'trace MB':>9}  ratios")
         failed = False
         for calls in sizes:
-            modes = ["none", "window"] + (["whole"] if calls == sizes[0] else [])
+            modes = ["none", "window", "nvtx-trace"] + (["whole"] if calls == sizes[0] else [])
             results: dict[str, list[tuple[float, float, Path | None]]] = {m: [] for m in modes}
             for index in range(runs):
                 for mode in modes:  # interleaved: load on the machine hits every mode alike
@@ -171,21 +213,22 @@ def main() -> None:
                 peak = statistics.median(r[1] for r in results[mode])
                 trace = results[mode][-1][2]
                 size = trace.stat().st_size / 1e6 if trace is not None else 0.0
-                if mode == "window" and trace is not None:
+                if mode in WINDOW_MODES and trace is not None:
                     _check_window(trace, calls)
                 ratio = ""
                 if mode != "none":
                     ratio = f"wall {wall / base_wall:.2f}x, peak +{peak - base_peak:.0f} MB"
-                if mode == "window":
+                if mode in WINDOW_MODES:
                     ok = wall / base_wall <= WALL_GOAL and peak - base_peak <= MEMORY_GOAL_MB
                     failed |= not ok
                     ratio += " (goal met)" if ok else " (GOAL MISSED)"
-                print(f"{calls:>9}  {mode:<10} {wall:>8.2f} {peak:>8.0f} {size:>9.2f}  {ratio}")
+                print(f"{calls:>9}  {mode:<11} {wall:>8.2f} {peak:>8.0f} {size:>9.2f}  {ratio}")
         print(
             f"goals: window wall <= {WALL_GOAL}x none, peak <= none + {MEMORY_GOAL_MB} MB; "
             f"the window trace holds exactly calls N/2 .. N/2+{COUNT - 1}"
         )
         _marker_costs()
+        _nvtx_marker_costs()
         if failed:
             raise SystemExit(1)
 

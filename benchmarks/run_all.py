@@ -30,6 +30,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("bench_compile_attribution.py", [], ["--quick"]),
     ("bench_windows.py", [], ["--quick"]),
     ("bench_session.py", [], ["--quick", "--naive-runs", "2"]),
+    ("bench_setup_spans.py", ["--summarize-mb", "60"], ["--rounds", "3"]),
 ]
 
 

@@ -27,6 +27,10 @@ NCOMPASS_NVTX_OUTPUT = "NCOMPASS_NVTX_OUTPUT"
 """The recorder's output file pattern (``%p`` is the process id)."""
 NCOMPASS_NVTX_MAX_EVENTS = "NCOMPASS_NVTX_MAX_EVENTS"
 """The most ranges the recorder keeps per process."""
+NCOMPASS_NVTX_WINDOWS = "NCOMPASS_NVTX_WINDOWS"
+"""Set: the recorder records only inside recording windows (opened through ctypes)."""
+NCOMPASS_NSYS_WINDOWS = "NCOMPASS_NSYS_WINDOWS"
+"""``--nsys`` with windows: the file the child lists windows that started nsys' capture in."""
 
 # --- kernels ------------------------------------------------------------------------------------
 NCOMPASS_AUTOTUNE = "NCOMPASS_AUTOTUNE"
@@ -90,8 +94,10 @@ __all__ = [
     "NCOMPASS_LLM_TIMEOUT_S",
     "NCOMPASS_LLM_URL",
     "NCOMPASS_NSYS",
+    "NCOMPASS_NSYS_WINDOWS",
     "NCOMPASS_NVTX_MAX_EVENTS",
     "NCOMPASS_NVTX_OUTPUT",
+    "NCOMPASS_NVTX_WINDOWS",
     "NCOMPASS_PROFILE",
     "NCOMPASS_REMOTE",
     "NCOMPASS_REMOTE_CHUNK_BYTES",

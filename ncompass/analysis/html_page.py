@@ -13,6 +13,7 @@ from ncompass.analysis.compiled_region_text import compiled_region_lines
 from ncompass.analysis.markdown_report import compiled_headline
 from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT, timeline_svg
 from ncompass.analysis.processes_page import run_html_sections
+from ncompass.analysis.setup_text import setup_sentences
 from ncompass.analysis.summary_types import (
     BottleneckRow,
     BreakdownRow,
@@ -73,6 +74,7 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
             else []
         ),
         *_compile_phases(trace.get("compile_phases") or {}),
+        *(f"<p>{escape(line)}</p>" for line in setup_sentences(trace)),
         "<h2>Timeline</h2>",
         timeline_svg(_timeline(structured)),
         *(["<h2>GPU time</h2>", _breakdown_chart(structured["breakdown"])] if has_gpu else []),

@@ -9,6 +9,7 @@ from typing import Any
 from ncompass._format import format_duration
 from ncompass.analysis.compiled_region_text import compiled_region_lines
 from ncompass.analysis.processes import run_markdown
+from ncompass.analysis.setup_text import setup_sentences
 from ncompass.analysis.summary_types import (
     BottleneckRow,
     BreakdownRow,
@@ -76,29 +77,9 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
 
 
 def _setup_lines(trace: TraceInfo) -> list[str]:
-    """torch.compile's time apart from the steady state, and how much markers cover."""
-    setup = trace.get("setup")
-    lines = []
-    wall = trace["cpu_wall_us"]
-    if setup and setup["compile_us"] > 0:
-        steady = max(wall - setup["compile_us"], 0.0)
-        lines.append(
-            f"Setup: torch.compile compiled for {format_duration(setup['compile_us'])} "
-            f"({_percent(setup['compile_us'], wall)} of the CPU wall time, "
-            f"{setup['compilations']} compilation{'s' if setup['compilations'] != 1 else ''}); "
-            f"steady state {format_duration(steady)}. Compilation is kept out of the operators "
-            "and the findings; the markers table shows how much of each marker it was."
-        )
-    if setup and wall > 0 and trace["markers"]:
-        lines.append(
-            f"Inside markers: {_percent(setup['in_markers_us'], wall)} of the CPU wall time; "
-            f"outside every marker: {_percent(setup['outside_markers_us'], wall)}."
-        )
+    """Setup apart from the steady state, and how much markers cover."""
+    lines = setup_sentences(trace)
     return [*lines, ""] if lines else []
-
-
-def _percent(part: float, whole: float) -> str:
-    return f"{part / whole:.1%}" if whole > 0 else "-"
 
 
 def _focus_section(focus: Focus, markers: list[MarkerRow], has_gpu: bool) -> list[str]:

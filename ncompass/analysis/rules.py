@@ -300,8 +300,8 @@ def dominant_marker(facts: RuleInput) -> list[Bottleneck]:
     """One marker takes most of the time: the place to add finer markers.
 
     The whole-run ranges are the run itself, never a finding. Times are steady-state times:
-    torch.compile's compilation (setup, reported apart) is taken out of the markers that hold it
-    and out of the reference.
+    setup (torch.compile's compilation, the program's imports and model construction, reported
+    apart) is taken out of the markers that hold it and out of the reference.
     """
     setup = facts.setup
     steady = {
@@ -312,12 +312,10 @@ def dominant_marker(facts: RuleInput) -> list[Bottleneck]:
     if not steady:
         return []
     steps = facts.markers.get(_PROFILER_STEPS)
-    trace = facts.trace
-    wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
     if steps is not None:
         whole = setup.steady_us(steps.name, steps.cpu_total_us)
     else:
-        whole = max(wall - setup.compile_us, 0.0)
+        whole = setup.steady_state_us
     if whole <= 0:
         return []
     name = max(steady, key=lambda key: steady[key])
@@ -330,7 +328,7 @@ def dominant_marker(facts: RuleInput) -> list[Bottleneck]:
     evidence = {
         "marker_cpu_total_us": top.cpu_total_us,
         "reference_us": whole,
-        "reference": reference + (" less compilation" if setup.compile_us else ""),
+        "reference": reference + _less_setup(setup),
         "share": min(share, 1.0),
         "unexplained_by_nested_markers": unexplained,
         "gpu_total_us": top.gpu_total_us,
@@ -352,6 +350,12 @@ def dominant_marker(facts: RuleInput) -> list[Bottleneck]:
             ),
         )
     ]
+
+
+def _less_setup(setup: SetupTime) -> str:
+    if setup.setup_us > setup.compile_us:  # imports or model construction were measured
+        return " less setup"
+    return " less compilation" if setup.compile_us else ""
 
 
 def dominant_kernel(facts: RuleInput) -> list[Bottleneck]:

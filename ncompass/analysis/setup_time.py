@@ -1,5 +1,6 @@
-"""Time spent once, apart from the steady state: torch.compile's compilation, and the share of the
-run that no marker covers.
+"""Time spent once, apart from the steady state: the program's imports and model construction
+(the sidecar's setup spans, see :mod:`.setup_spans`), torch.compile's compilation, and the share
+of the run that no marker covers.
 
 ``torch.compile`` records its own phases as CPU operators: ``dynamo`` and
 ``entire_frame_compile`` around a whole compilation, and every phase inside (``backend_compile``,
@@ -8,7 +9,9 @@ setup, not the program's work: they stay out of the operator table and the bottl
 the summary reports their time apart. The outermost phase wraps the others, so the compile time
 is the largest phase total. Where a marker holds a compilation (the first call of a compiled
 model), a second pass over the trace, made only when it compiled, finds the outermost phases'
-ranges, so that the marker's steady-state time is its time outside them.
+ranges, so that the marker's steady-state time is its time outside them. The operators that ran
+wholly inside a setup span of their own thread, or inside a compilation, are found in the same
+pass (made also when only setup spans exist) and leave the operator table too.
 """
 
 from __future__ import annotations
@@ -16,7 +19,21 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+from ncompass.analysis.setup_spans import (
+    CONSTRUCTION,
+    IMPORT,
+    SetupSpan,
+    SpansByThread,
+    kind_total,
+    length,
+    outside,
+    outside_compilation,
+    read_setup_spans,
+    top_labels,
+    union,
+)
 from ncompass.analysis.summary_types import SetupRow
 from ncompass.traces.events import microseconds
 from ncompass.traces.link import LinkedTrace
@@ -51,6 +68,14 @@ class SetupTime:
         compile_operator_us: Per CPU operator name, its time inside the compilation (the
             phases themselves, and the operators compilation ran: fake-tensor tracing, ...).
         compile_operator_calls: Per CPU operator name, its calls inside the compilation.
+        spans: The program's imports and model constructions (None: the trace records none,
+            it has no sidecar or an older one).
+        setup_us: The time of the spans and the compilation together (their union).
+        setup_outside_markers_us: The part of ``setup_us`` outside every marker.
+        setup_in_marker_us: Per marker name, the import and construction time inside its ranges.
+        setup_operator_us: Per CPU operator name, its time inside a setup span of its thread
+            (outside the compilation).
+        setup_operator_calls: Per CPU operator name, its calls inside one.
     """
 
     compile_us: float
@@ -60,15 +85,30 @@ class SetupTime:
     compile_in_marker_us: dict[str, float] = field(default_factory=dict)
     compile_operator_us: dict[str, float] = field(default_factory=dict)
     compile_operator_calls: dict[str, int] = field(default_factory=dict)
+    spans: list[SetupSpan] | None = None
+    setup_us: float = 0.0
+    setup_outside_markers_us: float = 0.0
+    setup_in_marker_us: dict[str, float] = field(default_factory=dict)
+    setup_operator_us: dict[str, float] = field(default_factory=dict)
+    setup_operator_calls: dict[str, int] = field(default_factory=dict)
 
     def operator_steady(self, name: str, total_us: float, calls: int) -> tuple[float, int]:
-        """A CPU operator's time and calls outside the compilation."""
-        inside = self.compile_operator_us.get(name, 0.0)
-        return max(total_us - inside, 0.0), calls - self.compile_operator_calls.get(name, 0)
+        """A CPU operator's time and calls outside the compilation and the setup spans."""
+        inside = self.compile_operator_us.get(name, 0.0) + self.setup_operator_us.get(name, 0.0)
+        inside_calls = self.compile_operator_calls.get(name, 0) + self.setup_operator_calls.get(
+            name, 0
+        )
+        return max(total_us - inside, 0.0), calls - inside_calls
 
     def steady_us(self, marker: str, cpu_total_us: float) -> float:
-        """A marker's CPU time outside torch.compile's compilation."""
-        return max(cpu_total_us - self.compile_in_marker_us.get(marker, 0.0), 0.0)
+        """A marker's CPU time outside torch.compile's compilation, imports and construction."""
+        inside = self.compile_in_marker_us.get(marker, 0.0)
+        return max(cpu_total_us - inside - self.setup_in_marker_us.get(marker, 0.0), 0.0)
+
+    @property
+    def steady_state_us(self) -> float:
+        """The CPU wall time outside imports, model construction and compilation."""
+        return max(self.wall_us - max(self.setup_us, self.compile_us), 0.0)
 
     @property
     def outside_markers_us(self) -> float:
@@ -83,86 +123,124 @@ class SetupTime:
             "in_markers_us": self.in_markers_us,
             "outside_markers_us": self.outside_markers_us,
             "compile_in_marker_us": dict(self.compile_in_marker_us),
+            "setup_spans_recorded": self.spans is not None,
+            "imports_us": kind_total(self.spans or [], IMPORT),
+            "construction_us": kind_total(self.spans or [], CONSTRUCTION),
+            "imports_top": top_labels(self.spans or [], IMPORT),
+            "construction_top": top_labels(self.spans or [], CONSTRUCTION),
+            "setup_us": max(self.setup_us, self.compile_us),
+            "steady_us": self.steady_state_us,
+            "setup_outside_markers_us": self.setup_outside_markers_us,
+            "other_outside_markers_us": max(
+                self.outside_markers_us - self.setup_outside_markers_us, 0.0
+            ),
         }
 
 
 def setup_time(trace: LinkedTrace) -> SetupTime:
-    """The compile time and the marker coverage of ``trace``."""
+    """The setup time (imports, construction, compilation) and the marker coverage of ``trace``."""
     phases = compile_operator_names(trace.cpu_operators)
     compile_us = max((trace.cpu_operators[name].total_us for name in phases), default=0.0)
     roots = [trace.cpu_operators[name].calls for name in phases & _COMPILE_ROOTS]
     compilations = max(roots, default=1 if compile_us else 0)
     wall = trace.cpu_end - trace.cpu_start if trace.cpu_end > trace.cpu_start else 0.0
-    inside: dict[str, float] = {}
+    setup_spans = read_setup_spans(trace)
+    spans: list[tuple[float, float]] = []
+    if compile_us > 0:  # one more pass over the file, only for a trace that compiled
+        spans = _compile_spans(trace, phases)
+    inside = _inside_markers(trace, spans)
+    if setup_spans:  # imports made while compiling are compilation: each moment counts once
+        setup_spans = outside_compilation(setup_spans, spans)
+    by_thread = SpansByThread(setup_spans or [])
     operators: dict[str, float] = {}
     calls: dict[str, int] = {}
-    if compile_us > 0:  # two more passes over the file, only for a trace that compiled
-        spans = _compile_spans(trace, phases)
-        for marker in trace.markers:
-            overlap = _overlap(spans, marker.start, marker.start + marker.duration)
-            if overlap > 0:
-                inside[marker.name] = inside.get(marker.name, 0.0) + overlap
-        operators, calls = _operators_inside(trace, spans)
-    covered = _covered_us(trace)
-    return SetupTime(compile_us, compilations, covered, wall, inside, operators, calls)
+    setup_operators: dict[str, float] = {}
+    setup_calls: dict[str, int] = {}
+    if spans or by_thread:  # one pass for both: operators inside compilation or setup spans
+        operators, calls, setup_operators, setup_calls = _operators_inside(trace, spans, by_thread)
+    covered = _marker_ranges(trace)
+    span_ranges = union((span.start, span.end) for span in setup_spans or [])
+    every_setup = union([*spans, *span_ranges])
+    return SetupTime(
+        compile_us,
+        compilations,
+        length(covered),
+        wall,
+        inside,
+        operators,
+        calls,
+        spans=setup_spans,
+        setup_us=length(every_setup),
+        setup_outside_markers_us=outside(every_setup, covered),
+        setup_in_marker_us=_inside_markers(trace, span_ranges),
+        setup_operator_us=setup_operators,
+        setup_operator_calls=setup_calls,
+    )
 
 
-def _cpu_ops(trace: LinkedTrace) -> Iterator[tuple[str, float, float]]:
-    """Every complete CPU operator event: name, start (relative), duration."""
+def _inside_markers(trace: LinkedTrace, spans: list[tuple[float, float]]) -> dict[str, float]:
+    """Per marker name, the time of disjoint ``spans`` inside its ranges."""
+    inside: dict[str, float] = {}
+    if not spans:
+        return inside
+    for marker in trace.markers:
+        overlap = _overlap(spans, marker.start, marker.start + marker.duration)
+        if overlap > 0:
+            inside[marker.name] = inside.get(marker.name, 0.0) + overlap
+    return inside
+
+
+def _cpu_ops(trace: LinkedTrace) -> Iterator[tuple[str, float, float, Any, Any]]:
+    """Every complete CPU operator event: name, start (relative), duration, pid, tid."""
     for batch in TraceReader(trace.path, progress=False).batches():
         for event in batch:
             if event.get("cat") == "cpu_op" and event.get("ph") == "X":
                 start = microseconds(event.get("ts")) - trace.origin_us
-                yield str(event.get("name")), start, microseconds(event.get("dur"))
+                duration = microseconds(event.get("dur"))
+                yield str(event.get("name")), start, duration, event.get("pid"), event.get("tid")
 
 
 def _compile_spans(trace: LinkedTrace, phases: frozenset[str]) -> list[tuple[float, float]]:
     """The compile phases' ranges, merged, in the trace's relative time."""
     spans = sorted(
-        (start, start + length) for name, start, length in _cpu_ops(trace) if name in phases
+        (start, start + length) for name, start, length, _, _ in _cpu_ops(trace) if name in phases
     )
-    merged: list[tuple[float, float]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
+    return union(spans)
 
 
 def _operators_inside(
-    trace: LinkedTrace, spans: list[tuple[float, float]]
-) -> tuple[dict[str, float], dict[str, int]]:
-    """Per CPU operator name, the time and calls of its events wholly inside a compile span."""
+    trace: LinkedTrace, spans: list[tuple[float, float]], setup: SpansByThread
+) -> tuple[dict[str, float], dict[str, int], dict[str, float], dict[str, int]]:
+    """Per CPU operator name, the time and calls of its events wholly inside a compile span,
+    then of the others wholly inside a setup span of their thread."""
     starts = [begin for begin, _ in spans]
     inside: dict[str, float] = {}
     calls: dict[str, int] = {}
-    for name, start, length in _cpu_ops(trace):
-        index = bisect_right(starts, start) - 1
-        if index >= 0 and start + length <= spans[index][1]:
-            inside[name] = inside.get(name, 0.0) + length
+    in_setup: dict[str, float] = {}
+    setup_calls: dict[str, int] = {}
+    first, last = setup.first, setup.last  # most operators run after setup: rejected here
+    for name, start, duration, pid, tid in _cpu_ops(trace):
+        index = bisect_right(starts, start) - 1 if starts else -1
+        if index >= 0 and start + duration <= spans[index][1]:
+            inside[name] = inside.get(name, 0.0) + duration
             calls[name] = calls.get(name, 0) + 1
-    return inside, calls
+        elif first <= start <= last and setup.holds(pid, tid, start, start + duration):
+            in_setup[name] = in_setup.get(name, 0.0) + duration
+            setup_calls[name] = setup_calls.get(name, 0) + 1
+    return inside, calls, in_setup, setup_calls
 
 
 def _overlap(spans: list[tuple[float, float]], start: float, end: float) -> float:
     return sum(max(0.0, min(end, stop) - max(start, begin)) for begin, stop in spans)
 
 
-def _covered_us(trace: LinkedTrace) -> float:
+def _marker_ranges(trace: LinkedTrace) -> list[tuple[float, float]]:
     """The union, over all threads, of the marker ranges (whole-run ranges aside)."""
-    spans = sorted(
+    return union(
         (marker.start, marker.start + marker.duration)
         for marker in trace.markers
         if marker.name not in WHOLE_RUN_MARKERS
     )
-    covered, end = 0.0, float("-inf")
-    for start, stop in spans:
-        if stop <= end:
-            continue
-        covered += stop - max(start, end)
-        end = stop
-    return covered
 
 
 __all__ = ["WHOLE_RUN_MARKERS", "SetupTime", "compile_operator_names", "setup_time"]

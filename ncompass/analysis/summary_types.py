@@ -130,6 +130,14 @@ class CompilePhases(TypedDict):
     total_us: float
 
 
+class SetupLabelRow(TypedDict):
+    """One package imported, or one class constructed, during setup: its time and spans."""
+
+    label: str
+    us: float
+    count: int
+
+
 class SetupRow(TypedDict):
     """Time spent once, apart from the steady state (``analysis/setup_time.py``), in µs."""
 
@@ -138,6 +146,16 @@ class SetupRow(TypedDict):
     in_markers_us: float
     outside_markers_us: float
     compile_in_marker_us: dict[str, float]
+    # the program's imports and model construction, from the run's sidecar (setup spans)
+    setup_spans_recorded: bool  # False: no sidecar, or one from a run older than setup spans
+    imports_us: float
+    construction_us: float
+    imports_top: list[SetupLabelRow]  # per top-level package, largest first
+    construction_top: list[SetupLabelRow]  # per class, largest first
+    setup_us: float  # imports, construction and compilation together
+    steady_us: float  # the CPU wall time outside them
+    setup_outside_markers_us: float  # the part of outside_markers_us that is setup
+    other_outside_markers_us: float  # the rest
 
 
 class TraceInfo(TypedDict):
@@ -247,6 +265,7 @@ __all__ = [
     "Narrative",
     "Operation",
     "RankBreakdownRow",
+    "SetupLabelRow",
     "SetupRow",
     "StructuredSummary",
     "Summary",

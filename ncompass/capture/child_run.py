@@ -39,7 +39,6 @@ from ncompass.capture.trace_files import (
     trace_dir,
 )
 from ncompass.errors import CaptureError, NcompassError
-from ncompass.importer.script import ScriptNotFoundError
 
 if TYPE_CHECKING:
     from ncompass.capture.sidecar import Sidecar, SidecarExtras
@@ -62,7 +61,6 @@ _ERROR_TYPES: dict[str, type[NcompassError]] = {
         errors.RewriteError,
         errors.SpecError,
         errors.TraceError,
-        ScriptNotFoundError,
     )
 }
 
@@ -85,8 +83,12 @@ class ChildCapture(Protocol):
     def write_trace(self, trace_path: Path) -> str:
         """Write the trace after the child exited; returns a line saying what it holds."""
 
-    def sidecar_extras(self) -> SidecarExtras:
-        """Keys added to the run's sidecar."""
+    def write_window_traces(self, trace_path: Path) -> tuple[str, list[Path]]:
+        """With recording windows: write each window's trace instead (a line saying what was
+        recorded, and the traces)."""
+
+    def sidecar_extras(self, trace_path: Path | None = None) -> SidecarExtras:
+        """Keys added to the run's sidecar (or to the sidecar of a window's trace)."""
 
 
 def needs_child_process(options: RunOptions) -> bool:
@@ -105,6 +107,8 @@ def run_in_child(options: RunOptions) -> RunResult:
             code, ...), raised again here with the child's message.
     """
     if options.script is not None and not os.path.isfile(options.script):
+        from ncompass.importer.script import ScriptNotFoundError  # (libcst: only when needed)
+
         raise ScriptNotFoundError(
             f"{options.script}: no such script; check the path (or use -m MODULE)"
         )
@@ -148,6 +152,16 @@ def _run_claimed(
                 "writing what was recorded",
                 file=sys.stderr,
             )
+        if options.recording_windows is not None:  # the tool recorded the windows only
+            from ncompass.capture.child_windows import finish_windows
+
+            windows, gpu = finish_windows(capture, trace_path, exit_code, monitor)
+            never_imported = outcome.get("unplaced") or []
+            unplaced = [t for t in config.targets if _target_key(t) in never_imported]
+            result = RunResult(exit_code, None, None, [], duration, config, gpu, unplaced)
+            result.window_traces = windows
+            result.window_warning = outcome.get("window_warning")
+            return result
         note = capture.write_trace(trace_path)
         print(f"ncompass: {note}", file=sys.stderr)
     gpu = None
@@ -159,17 +173,16 @@ def _run_claimed(
     never_imported = outcome.get("unplaced") or []
     unplaced = [t for t in config.targets if _target_key(t) in never_imported]
     result = RunResult(exit_code, trace_path, sidecar, markers, duration, config, gpu, unplaced)
-    if options.recording_windows is not None:  # the child marked its windows: cut them out
-        from ncompass.capture.recording_windows import cut_window_traces
-
-        result.window_traces = cut_window_traces(trace_path)
     return result
 
 
 def write_child_report(report_file: Path, result: RunResult) -> None:
     """The child's side: tell the parent how the run ended (exit code, targets never placed)."""
     unplaced = [_target_key(target) for target in result.unplaced]
-    _write_json(report_file, {"exit_code": result.exit_code, "unplaced": unplaced})
+    report: dict[str, Any] = {"exit_code": result.exit_code, "unplaced": unplaced}
+    if result.window_warning is not None:  # a window never opened: the parent says so
+        report["window_warning"] = result.window_warning
+    _write_json(report_file, report)
 
 
 def write_child_error(report_file: Path, error: NcompassError) -> None:
@@ -214,13 +227,14 @@ def child_command(
 
 
 def _capture(options: RunOptions, trace_path: Path, scratch: Path) -> ChildCapture:
+    windows = options.recording_windows
     if options.nsys:
         from ncompass.capture.nsys_run import NsysCapture
 
-        return NsysCapture.create(trace_path, list(options.nsys_args))
+        return NsysCapture.create(trace_path, list(options.nsys_args), windows, scratch)
     from ncompass.capture.backends.nvtx_trace import RecorderCapture
 
-    return RecorderCapture.create(scratch)
+    return RecorderCapture.create(scratch, windows=windows is not None)
 
 
 def _claim(options: RunOptions, folder: Path) -> Path:
@@ -267,6 +281,10 @@ def _read_report(report_file: Path) -> dict[str, Any]:
 def _error_from_child(outcome: dict[str, Any]) -> NcompassError:
     """The child's error, of the same class when it is one of ncompass' own."""
     kind = _ERROR_TYPES.get(str(outcome.get("error_type")), NcompassError)
+    if outcome.get("error_type") == "ScriptNotFoundError":
+        from ncompass.importer.script import ScriptNotFoundError
+
+        kind = ScriptNotFoundError
     return kind(str(outcome["error"]))
 
 

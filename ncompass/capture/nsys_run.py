@@ -16,6 +16,7 @@ from ncompass.errors import CaptureError
 
 if TYPE_CHECKING:
     from ncompass.capture.sidecar import SidecarExtras
+    from ncompass.capture.triggers import RecordingWindowOptions
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 """What ``nsys profile --trace`` records unless ``--nsys-args`` chooses."""
@@ -34,20 +35,32 @@ class NsysCapture:
         nsys: The ``nsys`` executable.
         report: The report ``nsys profile`` writes (``NAME.nsys-rep`` beside the trace).
         extra_args: The user's ``--nsys-args``, passed to ``nsys profile``.
+        windows: The run's recording windows: nsys records only them, as cudaProfilerApi
+            capture ranges (:mod:`ncompass.capture.nsys_windows`).
+        listing: With windows, where the child lists the windows that started a capture.
     """
 
     nsys: str
     report: Path
     extra_args: list[str] = field(default_factory=list)
     name: str = "nsys"
+    windows: RecordingWindowOptions | None = None
+    listing: Path | None = None
 
     @classmethod
-    def create(cls, trace_path: Path, extra_args: list[str]) -> NsysCapture:
+    def create(
+        cls,
+        trace_path: Path,
+        extra_args: list[str],
+        windows: RecordingWindowOptions | None = None,
+        scratch: Path | None = None,
+    ) -> NsysCapture:
         """Find ``nsys``; the report is named after the trace.
 
         Raises:
             CaptureError: ``nsys`` is not installed (the message says how to get it, and the
-                alternative without it), or ``extra_args`` sets the output.
+                alternative without it), ``extra_args`` sets the output, or a capture range
+                with windows.
         """
         from ncompass.traces.nsys import INSTALL_HINT, find_nsys
 
@@ -63,7 +76,17 @@ class NsysCapture:
                 "--nsys-args cannot set nsys' --output: the report is named after the trace "
                 "(use --output-dir and --trace-name)"
             )
-        return cls(nsys, trace_path.with_suffix(".nsys-rep"), list(extra_args))
+        if windows is not None:
+            from ncompass.capture.nsys_windows import sets_capture_range
+
+            if sets_capture_range(extra_args):
+                raise CaptureError(
+                    "--nsys-args cannot choose a capture range with recording windows: the "
+                    "windows are nsys' capture ranges (leave out --capture-range)"
+                )
+        listing = (scratch or trace_path.parent) / "nsys-windows.txt" if windows else None
+        report = trace_path.with_suffix(".nsys-rep")
+        return cls(nsys, report, list(extra_args), windows=windows, listing=listing)
 
     def command(self, child: list[str]) -> list[str]:
         """``nsys profile [ncompass' options] [the user's] CHILD...``."""
@@ -72,11 +95,18 @@ class NsysCapture:
             options.append(f"--trace={DEFAULT_TRACE}")
         if not any(_is_option(argument, _OVERWRITE_OPTIONS) for argument in self.extra_args):
             options.append("--force-overwrite=true")
+        if self.windows is not None:
+            from ncompass.capture.nsys_windows import capture_range_options
+
+            options += capture_range_options(self.windows)
         return [self.nsys, "profile", *options, *self.extra_args, *child]
 
     def environment(self) -> dict[str, str]:
-        """Nothing: ``nsys`` attaches its own NVTX injection library."""
-        return {}
+        """With windows, where the child lists them; else nothing (``nsys`` attaches its own
+        NVTX injection library)."""
+        from ncompass.capture.nsys_windows import WINDOWS_FILE_VARIABLE
+
+        return {WINDOWS_FILE_VARIABLE: str(self.listing)} if self.listing is not None else {}
 
     def write_trace(self, trace_path: Path) -> str:
         """Convert the report into the trace; returns a line saying what it holds.
@@ -92,9 +122,33 @@ class NsysCapture:
         result = convert_report(self.report, trace_path, nsys=self.nsys)
         return f"Nsight Systems report {self.report}: {result.describe()}"
 
-    def sidecar_extras(self) -> SidecarExtras:
-        """The report and how nsys was run."""
-        return {"nsys": {"report": self.report.name, "args": self.extra_args}}
+    def write_window_traces(self, trace_path: Path) -> tuple[str, list[Path]]:
+        """Convert each window's report into ``<trace>-wN.json`` (the report renamed
+        ``<trace>-wN.nsys-rep``); returns a line saying what was captured, and the traces.
+
+        Raises:
+            TraceError: A report cannot be exported or read.
+        """
+        from ncompass.capture.nsys_windows import one_window, pair_reports
+        from ncompass.traces.nsys import convert_report
+
+        assert self.windows is not None and self.listing is not None
+        pairs, problem = pair_reports(
+            self.report, one_window(self.windows), self.listing, trace_path
+        )
+        written = []
+        for pair in pairs:
+            convert_report(pair.report, pair.trace, nsys=self.nsys)
+            written.append(pair.trace)
+        note = f"Nsight Systems: {len(written)} window report(s) converted"
+        return (f"{note}; {problem}" if problem else note), written
+
+    def sidecar_extras(self, trace_path: Path | None = None) -> SidecarExtras:
+        """The report and how nsys was run (for a window's trace, its own report)."""
+        report = self.report.name
+        if trace_path is not None and trace_path.name.endswith(".json"):
+            report = trace_path.name[: -len(".json")] + ".nsys-rep"
+        return {"nsys": {"report": report, "args": self.extra_args}}
 
 
 def _is_option(argument: str, names: tuple[str, ...]) -> bool:

@@ -64,10 +64,11 @@ class RecordingWindows:
         make_backend: A fresh profiler writing to the given trace path, for span number N.
         folder / name: Where traces go and the run's trace name (spans add ``-wN``).
         on_written: Called with each span once its trace is written (writes its sidecar).
-        marks_only: The run's own profiler records the whole run (NVTX ranges for an attached
-            tool, or the NVTX recorder); each span only marks itself with an NVTX range (see
-            :class:`NvtxWindowRange`). With ``claims_traces``, its trace ``<trace>-wN`` is
-            claimed for the parent run to cut from the whole trace (``nvtx-trace``).
+        marks_only: The run's own profiler is an NVTX tool (attached, or the NVTX recorder);
+            each span marks itself with an NVTX range (see :class:`NvtxWindowRange`). With
+            ``claims_traces``, its trace ``<trace>-wN`` is claimed for the parent run to write
+            from the tool's recording (``nvtx-trace``, ``--nsys``:
+            :mod:`ncompass.capture.child_windows`).
     """
 
     def __init__(
@@ -184,7 +185,7 @@ class RecordingWindows:
         written = span.backend.stop()
         if written is None and not self.marks_only:
             raise CaptureError(f"the profiler wrote no trace for window {span.window['number']}")
-        trace = written or span.trace  # marks only: the parent run cuts it (nvtx-trace)
+        trace = written or span.trace  # marks only: the parent run writes it (nvtx-trace)
         recorded = RecordedSpan(span.window, trace, span.backend, span.started_unix_s, duration)
         self.spans.append(recorded)
         if self._on_written is not None and self._claims_traces:
@@ -267,7 +268,7 @@ def windows_for_run(
         return RecordingWindows(trigger, make_backend, folder, name, on_written)
     return RecordingWindows(
         trigger,
-        lambda trace, number: NvtxWindowRange(window_range_name(number)),
+        lambda trace, number: NvtxWindowRange(window_range_name(number), number),
         folder,
         name,
         on_written,
@@ -287,64 +288,44 @@ def window_range_name(number: int) -> str:
 class NvtxWindowRange:
     """A span under ``--profiler nvtx`` or ``nvtx-trace``: an NVTX range around the window,
     and ``cudaProfilerStart``/``Stop`` where CUDA is initialised, so that
-    ``nsys profile --capture-range=cudaProfilerApi`` records the same window."""
+    ``nsys profile --capture-range=cudaProfilerApi`` records the same window. Under
+    ``nvtx-trace`` it also opens and closes the recorder's window
+    (:mod:`ncompass.capture.nvtx_windows`)."""
 
     name = "nvtx"
     marker_context = "nvtx"
 
-    def __init__(self, range_name: str) -> None:
+    def __init__(self, range_name: str, number: int = 0) -> None:
         from ncompass.runtime.sites import bind
 
         self._enter, self._exit = bind("nvtx", range_name, async_safe=True)
         self._handle: object = None
+        self._number = number
+
+    def prepare(self) -> None:
+        """Load the recorder's gate before the window opens (once per process)."""
+        from ncompass.capture.nvtx_windows import recorder_gate
+
+        recorder_gate()
 
     def start(self) -> None:
-        """Open the range and the CUDA profiler capture."""
+        """Open the recorder's window, the range and the CUDA profiler capture."""
+        from ncompass.capture.nsys_windows import start_cuda_capture
+        from ncompass.capture.nvtx_windows import open_recorder_window
+
+        open_recorder_window(self._number)
         self._handle = self._enter()
-        _cuda_profiler("start")
+        start_cuda_capture(self._number)
 
     def stop(self) -> Path | None:
-        """Close them; the whole run's recording holds the window."""
-        _cuda_profiler("stop")
+        """Close them; the run's recording holds the window."""
+        from ncompass.capture.nsys_windows import stop_cuda_capture
+        from ncompass.capture.nvtx_windows import close_recorder_window
+
+        stop_cuda_capture()
         self._exit(self._handle)
+        close_recorder_window()
         return None
-
-
-def _cuda_profiler(action: str) -> None:
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return
-    import torch.cuda.profiler as cuda_profiler
-
-    getattr(cuda_profiler, action)()
-
-
-def cut_window_traces(trace: Path) -> list[Path]:
-    """The parent's side of ``nvtx-trace`` windows: cut each span marked in ``trace`` into the
-    ``<trace>-wN.json`` the child claimed (and wrote a sidecar for).
-
-    Raises:
-        CaptureError: the trace cannot be read back, or a window not written.
-    """
-    from ncompass.capture.windows import write_windows
-
-    stem = trace.name[: -len(".json")] if trace.name.endswith(".json") else trace.stem
-    cuts = [
-        _Cut(window_range_name(n), f"recording window {n}", trace.with_name(f"{stem}-w{n}.json"))
-        for n in range(1, _MOST_CUT_WINDOWS + 1)
-        if trace.with_name(f"{stem}-w{n}.json").exists()
-    ]
-    return write_windows(trace, cuts) if cuts else []
-
-
-_MOST_CUT_WINDOWS = 10_000
-
-
-@dataclass(frozen=True)
-class _Cut:
-    marker: str
-    title: str
-    output_path: Path
 
 
 """The ``--profiler`` values recording windows work with."""

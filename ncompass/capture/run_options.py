@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ncompass.spec.merge import merge_specs
 from ncompass.spec.models import RewriteConfig, TargetSpec
@@ -46,6 +46,9 @@ class RunOptions:
         nsys_args: More options for ``nsys profile``.
         follow: The Python processes the script starts get the run's specs and profiler, and
             their traces are merged into the run's (``--no-follow``: only this process).
+        process_hooks: Internal: per module, its options; in every followed process that
+            starts its work, ``module.start_in_process(options)`` runs and what it returns is
+            called when the process ends (the session's stack sampler).
         reexecuted: Internal: set in the child that ``nsys``/``nvtx-trace`` runs re-execute.
         recording_windows: Record only these windows (``--window``, ``--delay``/``--duration``,
             ``--on-demand``), one trace per span named ``<trace>-wN``.
@@ -67,6 +70,7 @@ class RunOptions:
     nsys: bool = False
     nsys_args: Sequence[str] = ()
     follow: bool = True
+    process_hooks: Mapping[str, Any] = field(default_factory=dict)
     reexecuted: bool = False
     recording_windows: RecordingWindowOptions | None = None
 

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -29,11 +29,13 @@ from ncompass.capture.child_run import (
     write_child_report,
 )
 from ncompass.capture.compiled_kernels import provenance_note
+from ncompass.capture.cpu_wait import CpuWaitClock, CpuWaitRecord
 from ncompass.capture.follow.tree import FollowedRun, FollowOutcome
 from ncompass.capture.gpu_timeline import GpuTimeline, finish, start_monitor
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs
+from ncompass.capture.setup_spans import recorded_setup_spans, recording_setup_spans
 from ncompass.capture.sidecar import CompiledKernelsRecord, Sidecar
 from ncompass.capture.termination import program_running
 from ncompass.capture.trace_files import (
@@ -102,6 +104,8 @@ def run(options: RunOptions) -> RunResult:
     windows = _recording_windows(options, config, folder, name)  # checked before anything runs
     started = time.time()
     clock = time.perf_counter()
+    cpu_wait = CpuWaitClock()
+    cpu_wait.start()
     outcome = ScriptOutcome(1)
     monitor: GpuMonitor | None = None
     gpu: GpuTimeline | None = None
@@ -129,7 +133,7 @@ def run(options: RunOptions) -> RunResult:
         )
         enable_rewrites(config)
         if options.follow:
-            followed = FollowedRun.begin(config, options, trace_path)
+            followed = FollowedRun.begin(config, options, trace_path, windows, folder / name)
         try:
             with (
                 followed.scope() if followed is not None else contextlib.nullcontext(),
@@ -170,9 +174,10 @@ def run(options: RunOptions) -> RunResult:
         release_claim(trace_path)  # claimed for a trace that was never written
     processes = None
     if followed is not None:
-        processes = followed.finish(written, markers, outcome.exit_code)
+        processes = followed.finish(written, markers, outcome.exit_code, windows)
         markers, unplaced = processes.markers, processes.still_unplaced(unplaced)
     duration = time.perf_counter() - clock
+    waited = cpu_wait.stop()
     sidecar = None
     if written is not None:
         kernels = _compiled_kernels(profiler, markers)
@@ -187,6 +192,7 @@ def run(options: RunOptions) -> RunResult:
             gpu,
             kernels,
             processes=processes,
+            cpu_wait=waited,
         )
     if outcome.error is not None:  # a crash may have come before the imports: no guessing
         unplaced = []
@@ -197,7 +203,8 @@ def run(options: RunOptions) -> RunResult:
     )  # fmt: skip
     if windows is not None:  # the sidecars written as each span ended now get the exit code
         for span in windows.spans:
-            _write_window_sidecar(span, options, config, outcome, markers)
+            listed = processes.window_processes.get(span.trace) if processes else None
+            _write_window_sidecar(span, options, config, outcome, markers, listed)
         result.window_traces = [span.trace for span in windows.spans]
         result.window_warning = windows.warning
     return result
@@ -238,9 +245,11 @@ def _write_window_sidecar(
     config: RewriteConfig,
     outcome: ScriptOutcome | None,
     markers: list[MarkerRecord] | None = None,
+    processes: list[dict[str, Any]] | None = None,
 ) -> None:
     """A span's sidecar: written when it ends (no exit code yet), again when the run ends
-    (with the run's markers: the registry is emptied by then)."""
+    (with the run's markers: the registry is emptied by then, and, for a run that followed
+    its processes, the processes that recorded the window)."""
     markers = REGISTRY.manifest() if markers is None else markers
     kernels = _compiled_kernels(span.backend, markers)
     _write_sidecar(
@@ -254,12 +263,15 @@ def _write_window_sidecar(
         None,
         kernels,
         window=span.window,
+        processes=FollowOutcome(processes=processes) if processes is not None else None,
     )
 
 
 def _run_entry(options: RunOptions) -> ScriptOutcome:
     """Run the script or module of ``options`` as ``__main__``."""
-    with program_running():  # SIGTERM and Ctrl-C stop the program, not the trace's writing
+    # SIGTERM and Ctrl-C stop the program, not the trace's writing; imports and model
+    # construction are timed apart (setup spans, in the sidecar)
+    with program_running(), recording_setup_spans():
         if options.script is not None:
             return run_script(options.script, list(options.args))
         assert options.module is not None
@@ -307,6 +319,7 @@ def _write_sidecar(
     *,
     window: WindowRecord | None = None,
     processes: FollowOutcome | None = None,
+    cpu_wait: CpuWaitRecord | None = None,
 ) -> Path:
     path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
@@ -333,6 +346,10 @@ def _write_sidecar(
         }
     if processes is not None and len(processes.processes) > 1:
         document["processes"] = processes.processes
+    if cpu_wait is not None:
+        document["cpu_wait"] = cpu_wait
+    # the program's imports and model constructions (capture/setup_spans.py)
+    document["setup_spans"] = recorded_setup_spans()
     captured = graph_captured_markers()
     if captured:  # they recorded nothing: their code replays as a CUDA graph (docs/compile.md)
         document["cuda_graph_markers"] = captured

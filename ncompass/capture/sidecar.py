@@ -14,6 +14,8 @@ import orjson
 # typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass.capture.cpu_wait import CpuWaitRecord
+from ncompass.capture.setup_spans import SetupSpanRecord
 from ncompass.capture.spans import WindowRecord
 from ncompass.capture.trace_files import sidecar_path
 from ncompass.importer.registry import MarkerRecord
@@ -79,6 +81,8 @@ class Sidecar(TypedDict):
     cuda_graph_markers: NotRequired[list[str]]
     window: NotRequired[WindowRecord]
     processes: NotRequired[list[dict[str, Any]]]  # every process of a followed run, its own first
+    setup_spans: NotRequired[list[SetupSpanRecord]]  # the run's imports and model constructions
+    cpu_wait: NotRequired[CpuWaitRecord]  # how the main thread shared the CPU (Linux only)
 
 
 def read_sidecar(trace_path: Path) -> Sidecar | None:

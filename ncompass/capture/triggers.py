@@ -169,6 +169,19 @@ class MarkerWindows:
             sink.prepare()
         hook_sites(self.marker, self._wrap)
 
+    def restart(self, sink: SpanSink) -> None:
+        """Count this process's calls from 1 again, into ``sink``: a forked child takes over
+        the windows it inherited (the sites bound before the fork count into this object)."""
+        self._counter = itertools.count(1)
+        self._lock = threading.Lock()
+        self._failed = False
+        self._next = 0
+        self._next_call = self._events[0][0]
+        self._opened = 0
+        self._sink = sink
+        if self._events[0] == (1, _OPEN, 1):
+            sink.prepare()
+
     @property
     def calls(self) -> int:
         """The calls of the marker counted so far."""
@@ -190,11 +203,10 @@ class MarkerWindows:
     def _wrap(
         self, enter: Callable[..., object], exit: Callable[[object], object]
     ) -> tuple[Callable[..., object], Callable[[object], object]]:
-        counter = self._counter  # one for every site of the marker
-        windows = self
+        windows = self  # one counter for every site of the marker (a forked child restarts it)
 
         def counted_enter(*args: Any) -> object:
-            call = next(counter)  # atomic: threads never count one call twice
+            call = next(windows._counter)  # atomic: threads never count one call twice
             if call < windows._next_call:
                 return enter(*args)
             closes = windows._at_call(call)

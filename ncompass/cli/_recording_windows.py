@@ -103,11 +103,10 @@ def recording_windows(
             f"{ways[0]} chooses what to record, but --profiler none records nothing; "
             f"use --profiler {' or '.join(WINDOW_PROFILERS)}"
         )
-    if profiler not in WINDOW_PROFILERS or nsys:
-        chosen = "--nsys" if nsys else f"--profiler {profiler}"
+    if profiler not in WINDOW_PROFILERS and not nsys:  # --nsys: nsys' capture ranges
         raise click.UsageError(
-            f"{ways[0]} works with --profiler {' or '.join(WINDOW_PROFILERS)} only, "
-            f"not {chosen} (which records the whole run)"
+            f"{ways[0]} works with --profiler {' or '.join(WINDOW_PROFILERS)} or --nsys only, "
+            f"not --profiler {profiler} (which records the whole run)"
         )
     if window is None:
         return RecordingWindowOptions(delay=delay, duration=duration, on_demand=on_demand)

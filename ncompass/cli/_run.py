@@ -128,7 +128,7 @@ def run_command(
     """
     from ncompass.capture import termination
     from ncompass.capture.gpu_timeline import GpuMonitorOptions
-    from ncompass.capture.runner import RunOptions, run
+    from ncompass.capture.run_options import RunOptions
 
     termination.stop_on_signals()  # SIGTERM stops the script as Ctrl-C does: the trace is written
 
@@ -174,7 +174,14 @@ def run_command(
         from ncompass.capture.runner import report_to_parent
 
         raise SystemExit(termination.exit_code(report_to_parent(options, child_report)))
-    result = run(options)
+    from ncompass.capture.child_run import needs_child_process, run_in_child
+
+    if needs_child_process(options):  # the parent of --nsys / nvtx-trace: no rewriting machinery
+        result = run_in_child(options)
+    else:
+        from ncompass.capture.runner import run
+
+        result = run(options)
     sys.stdout.flush()
     if result.gpu is not None:
         click.echo(result.gpu.report(), err=True)

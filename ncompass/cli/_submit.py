@@ -65,6 +65,11 @@ from ncompass.cli._cluster_terminal import ADDRESS, OUTPUT_DIR, TOP, TerminalRep
 @click.option("--with-stack", is_flag=True, help="Record Python stacks of ops (torch profiler).")
 @click.option("--full-trace", is_flag=True, help="Wrap the whole run in one top-level range.")
 @click.option(
+    "--no-follow",
+    is_flag=True,
+    help="Profile only each rank's own process: the processes a rank starts run untouched.",
+)
+@click.option(
     "--env",
     "env_pairs",
     multiple=True,
@@ -97,6 +102,7 @@ def submit_command(
     profile_memory: bool,
     with_stack: bool,
     full_trace: bool,
+    no_follow: bool,
     env_pairs: tuple[str, ...],
     max_upload_mb: float | None,
     no_wait: bool,
@@ -128,6 +134,7 @@ def submit_command(
             ("--profile-memory", profile_memory),
             ("--with-stack", with_stack),
             ("--full-trace", full_trace),
+            ("--no-follow", no_follow),
         )
         if chosen
     ]

@@ -10,6 +10,11 @@ range of :mod:`ncompass.runtime.noop`. A tool can only attach through ``NVTX_INJ
 so without that variable the ``nvtx`` package (whose import costs ~0.1 s, mostly numpy) is not
 even imported.
 
+Under ``--profiler nvtx-trace`` with recording windows (``NCOMPASS_NVTX_WINDOWS`` set) markers
+skip NVTX outside a window (:func:`record_markers`, flipped as windows open and close), so they
+cost what an idle marker costs plus one flag check; a range entered outside a window is not
+ended in NVTX either.
+
 Plain sites push and pop, which NVTX keeps as a stack per thread; async-safe sites use
 start/end ranges, whose handle is the range id, because interleaved tasks on one thread would
 pop each other's ranges, and an end may run on another thread.
@@ -69,6 +74,14 @@ class NvtxDomain:
 _domain: NvtxDomain | None = None
 _domain_resolved = False
 
+_recording = [environment_variables.NCOMPASS_NVTX_WINDOWS not in os.environ]
+"""Whether markers reach NVTX now: False outside the recording windows of an NVTX recorder."""
+
+
+def record_markers(on: bool) -> None:
+    """Let markers reach NVTX (a recording window opened) or not (it closed)."""
+    _recording[0] = on
+
 
 def attached_domain() -> NvtxDomain | None:
     """Returns the ``ncompass`` domain when an NVTX tool is attached to this process, else None."""
@@ -111,14 +124,16 @@ class NvtxBackend:
 def _bind_push_pop(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
     push, pop, handle, color = domain.push, domain.pop, domain.handle, site.color
     cached = domain.attributes_cache(color)
+    recording = _recording
 
-    # The handle says whether a range was pushed (not while a CUDA graph is captured).
+    # The handle says whether a range was pushed (not while a CUDA graph is captured, nor
+    # outside a recording window).
     def exit_range(pushed: object) -> None:
         if pushed:
             pop(handle)
 
     def enter_named(name: str) -> object:
-        if skipped_in_capture(name):
+        if not recording[0] or skipped_in_capture(name):
             return False
         push(cached.get(name) or domain.attributes(name, color), handle)
         return True
@@ -127,6 +142,8 @@ def _bind_push_pop(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
         resolve_name = site.resolve_name
 
         def enter_dynamic(name_fn: Any) -> object:
+            if not recording[0]:
+                return False
             name = resolve_name(name_fn, _caller(1))
             if skipped_in_capture(name):
                 return False
@@ -137,7 +154,7 @@ def _bind_push_pop(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
     name, attributes = site.name, domain.attributes(site.name, color)
 
     def enter() -> object:
-        if skipped_in_capture(name):
+        if not recording[0] or skipped_in_capture(name):
             return False
         push(attributes, handle)
         return True
@@ -148,6 +165,7 @@ def _bind_push_pop(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
 def _bind_start_end(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
     start, end, handle, color = domain.start, domain.end, domain.handle, site.color
     cached = domain.attributes_cache(color)
+    recording = _recording
 
     # end_range(range_id, domain): the handle is the range id, valid on any thread; None when
     # nothing was started (a CUDA graph capture).
@@ -156,7 +174,7 @@ def _bind_start_end(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
             end(range_id, domain=handle)
 
     def enter_named(name: str) -> object:
-        if skipped_in_capture(name):
+        if not recording[0] or skipped_in_capture(name):
             return None
         return start(cached.get(name) or domain.attributes(name, color), handle)[0]
 
@@ -164,6 +182,8 @@ def _bind_start_end(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
         resolve_name = site.resolve_name
 
         def enter_dynamic(name_fn: Any) -> object:
+            if not recording[0]:
+                return None
             name = resolve_name(name_fn, _caller(1))
             if skipped_in_capture(name):
                 return None
@@ -173,7 +193,7 @@ def _bind_start_end(domain: NvtxDomain, site: MarkerSite) -> BoundRange:
     name, attributes = site.name, domain.attributes(site.name, color)
 
     def enter() -> object:
-        if skipped_in_capture(name):
+        if not recording[0] or skipped_in_capture(name):
             return None
         return start(attributes, handle)[0]
 

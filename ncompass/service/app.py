@@ -133,6 +133,9 @@ def create_app(
                 max_storage_bytes=limits.max_storage_bytes,
                 retention_s=limits.retention_s,
                 max_queued_jobs=limits.max_queued_jobs,
+                max_inflated_bytes=limits.max_inflated_bytes,
+                job_timeout_s=limits.job_timeout_s,
+                workers=limits.workers,
             ),
             jobs=board.counts(),
         )

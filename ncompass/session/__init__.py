@@ -1,5 +1,20 @@
-"""The iterative profiling loop: run, analyse, take feedback, refine the spec, run again."""
+"""The iterative profiling loop: run, analyse, take feedback, refine the spec, run again.
 
-from ncompass.session.session import ProfilingSession
+``ProfilingSession`` loads on first use: a worker process of a discovery run imports only the
+stack sampler (:mod:`ncompass.session.child_sampling`), not the session and its analysis.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ncompass._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ncompass.session.session import ProfilingSession
+
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"ProfilingSession": "ncompass.session.session"}, globals()
+)
 
 __all__ = ["ProfilingSession"]

@@ -6,7 +6,8 @@ launched (linked through ``args.correlation``). The run is cut into *repeats* (t
 of the outermost marker that recurs, e.g. each ``model(ids)`` call; else three equal slices of
 time), the statements are ranked in each, and the spread of the winner's share across repeats
 says how stable the ranking is. When the runner-up is within noise of the winner, the answer is
-a tie and names both.
+a tie and names both. When the machine was busy (the program waited for a CPU a good share of
+the run, see :mod:`ncompass.capture.cpu_wait`), no answer is ``high`` confidence, and it says why.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import bisect
 import linecache
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ncompass.capture.cpu_wait import CONTENDED_WAIT_SHARE, waited_share
 from ncompass.importer.registry import MarkerRecord
 from ncompass.session.history import IterationRecord
 from ncompass.session.paths import shown_path
@@ -95,9 +97,15 @@ class Answer:
             hold the most time, ``measured_by`` is ``compiled kernels``).
         compiled_kernels_share: When the answer stays at a call into compiled code because
             Inductor's generated kernels hold less than half its time: their share of it.
+        process: The process it ran in, by role (``SpawnProcess-1``, ``DataLoader worker 0``,
+            ``rank 1``), when that is not the run's own process (None: the run's own).
         extern_kernels: Then, the ops the compiled code called instead (``aten::mm``,
             ``aten::addmm``, ``aten::convolution``: Inductor's extern kernels), with their share
             of the answer's time.
+        cpu_waited_share: The share of the run the program's main thread waited for a CPU
+            that other work held (None: not measured). From
+            :data:`~ncompass.capture.cpu_wait.CONTENDED_WAIT_SHARE` on, the timings are the
+            machine's as much as the code's: confidence is at most ``medium``.
     """
 
     file: str
@@ -120,6 +128,8 @@ class Answer:
     compiled_from: Contender | None = None
     compiled_kernels_share: float | None = None
     extern_kernels: list[WorkTime] = field(default_factory=list)
+    process: str | None = None
+    cpu_waited_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``answer`` of ``session run --json``)."""
@@ -148,6 +158,10 @@ class Answer:
                 else None
             ),
             "extern_kernels": [k.to_dict() for k in self.extern_kernels],
+            "process": self.process,
+            "cpu_waited_share": (
+                round(self.cpu_waited_share, 4) if self.cpu_waited_share is not None else None
+            ),
         }
 
     @classmethod
@@ -175,6 +189,8 @@ class Answer:
             compiled_from=_contender(data["compiled_from"]) if data.get("compiled_from") else None,
             compiled_kernels_share=data.get("compiled_kernels_share"),
             extern_kernels=[WorkTime(**k) for k in data.get("extern_kernels") or []],
+            process=data.get("process"),
+            cpu_waited_share=data.get("cpu_waited_share"),
         )
 
     def describe(self) -> str:
@@ -185,7 +201,9 @@ class Answer:
             else f"lines {self.lines[0]}-{self.lines[1]}"
         )
         text = (
-            f"{self.statement} — {self.function}, {lines} of {shown_path(self.file)}: "
+            f"{self.statement} — {self.function}, {lines} of {shown_path(self.file)}"
+            + (f" in process `{self.process}`" if self.process else "")
+            + ": "
             f"{self.self_ms:.2f} ms {self.basis.upper()} ({100 * self.share:.0f}%), "
             f"{self.runs} run{'s' if self.runs != 1 else ''}, confidence {self.confidence}"
         )
@@ -202,7 +220,28 @@ class Answer:
             )
         if self.repeats > 1:
             text += f" (spread ±{100 * self.spread:.1f} points over {self.repeats} repeats)"
+        if self.contended:
+            text += (
+                f"; the machine was busy: the program waited for a CPU "
+                f"{100 * (self.cpu_waited_share or 0):.0f}% of the run, which stretches every "
+                "timing by chance, so confidence is at most medium (run it on a quiet machine)"
+            )
         return text
+
+    @property
+    def contended(self) -> bool:
+        """The run's timings were disturbed by other work on the machine."""
+        share = self.cpu_waited_share
+        return share is not None and share >= CONTENDED_WAIT_SHARE
+
+    def under_contention(self, sidecar: Mapping[str, Any] | None) -> Answer:
+        """This answer with the run's CPU waits (the sidecar's ``cpu_wait``) taken into account:
+        on a contended machine no timing is clear enough for ``high`` confidence."""
+        share = waited_share((sidecar or {}).get("cpu_wait"))
+        answer = replace(self, cpu_waited_share=share)
+        if answer.contended and answer.confidence == "high":
+            answer.confidence = "medium"
+        return answer
 
 
 def _contender(data: dict[str, Any]) -> Contender:
@@ -313,7 +352,7 @@ def answer_from_markers(
                 gpu_self[owner] += trace.gpu.duration[index]
     windows, calls = _repeats(trace)
     if include_setup and trace.markers:
-        windows = [(min(m.start for m in trace.markers), max(m.end for m in trace.markers))]
+        windows = [(min(m.start for m in trace.markers), max(m.end for m in trace.markers), None)]
         calls = False
     per_repeat: dict[str, list[float]] = {}
     names: dict[str, dict[str, Any]] = {}
@@ -321,7 +360,7 @@ def answer_from_markers(
     totals = [0.0] * len(windows)
     for position, marker in enumerate(trace.markers):
         own = gpu_self[position] if gpu else max(0.0, marker.duration - marker.nested_us)
-        slot = _window_of(windows, marker.start)
+        slot = _window_of(windows, marker.start, _pid_of(trace, marker))
         if slot is None:
             continue
         totals[slot] += own
@@ -349,7 +388,25 @@ def answer_from_markers(
         k for k, v in names.items() if v["lines"] == answer.lines and v["file"] == answer.file
     )
     answer.ops, answer.kernels = _work_under(trace, occurrences[top], answer.self_ms * 1000, gpu)
+    answer.process = _process_of(trace, occurrences[top])
     return answer
+
+
+def _process_of(trace: LinkedTrace, markers: list[int]) -> str | None:
+    """The process whose markers hold most of these markers' time, by role, when it is not the
+    run's own (the merged trace's ``ncompass_processes`` lists the run's own first)."""
+    processes = trace.metadata.get("ncompass_processes") or []
+    if len(processes) < 2 or not markers:
+        return None
+    spent: dict[Any, float] = defaultdict(float)
+    for position in markers:
+        marker = trace.markers[position]
+        spent[trace.threads[marker.thread][0]] += marker.duration
+    pid = max(spent, key=lambda p: spent[p])
+    roles = {str(p.get("pid")): p.get("role") for p in processes}
+    if str(pid) == str(processes[0].get("pid")):
+        return None
+    return str(roles.get(str(pid)) or f"pid {pid}")
 
 
 def _clip_outliers(
@@ -357,7 +414,7 @@ def _clip_outliers(
     per_repeat: dict[str, list[float]],
     occurrences: dict[str, list[int]],
     gpu_self: list[float] | None,
-    windows: list[tuple[float, float]],
+    windows: list[Window],
 ) -> None:
     """Each occurrence counted at most ``_OUTLIER`` times its statement's median: one call
     stretched by the machine (the process preempted, a page-fault storm) must not decide the
@@ -372,7 +429,8 @@ def _clip_outliers(
         cap = _OUTLIER * statistics.median(own)
         clipped = [0.0] * len(windows)
         for position, value in zip(positions, own, strict=True):
-            slot = _window_of(windows, trace.markers[position].start)
+            marker = trace.markers[position]
+            slot = _window_of(windows, marker.start, _pid_of(trace, marker))
             if slot is not None:
                 clipped[slot] += min(value, cap)
         per_repeat[key] = clipped
@@ -393,36 +451,73 @@ def _site_summary(site: MarkerRecord) -> dict[str, Any]:
     }
 
 
-def _repeats(trace: LinkedTrace) -> tuple[list[tuple[float, float]], bool]:
+Window = tuple[float, float, Any]
+"""A repeat: its start, its end, and the process it is cut from (None: any process)."""
+
+
+def _repeats(trace: LinkedTrace) -> tuple[list[Window], bool]:
     """The run cut into repeats: the occurrences of the outermost marker that recurs (e.g. each
     ``model(ids)`` of a loop), or three equal slices of the markers' span; and whether they are
-    repeated calls."""
+    repeated calls.
+
+    When the markers are in several processes (a parent and its workers), each repeat belongs
+    to the process it was cut from and holds only that process's markers, and the recurring
+    marker chosen is the one whose repeats hold the most marked time: a parent waiting for its
+    workers (``DataLoader``'s ``__next__``) recurs too, but what it waits for runs elsewhere.
+    """
     markers = trace.markers
-    counts: dict[str, int] = defaultdict(int)
+    several = len({_pid_of(trace, marker) for marker in markers}) > 1
+
+    def recurrence(marker: Marker) -> tuple[str, Any]:
+        # in several processes, a marker recurs when it recurs in one process (each rank
+        # calling ``train()`` once is not a repeat)
+        return (marker.name, _pid_of(trace, marker) if several else None)
+
+    counts: dict[tuple[str, Any], int] = defaultdict(int)
     for marker in markers:
-        counts[marker.name] += 1
-    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        counts[recurrence(marker)] += 1
+    spans: dict[str, list[Window]] = defaultdict(list)
     for marker in markers:
-        if counts[marker.name] < 2:
+        if counts[recurrence(marker)] < 2:
             continue
         parent = marker.parent
-        while parent != NO_LINK and counts[markers[parent].name] < 2:
+        while parent != NO_LINK and counts[recurrence(markers[parent])] < 2:
             parent = markers[parent].parent
         if parent == NO_LINK:  # no recurring marker around it
-            spans[marker.name].append((marker.start, marker.end))
-    recurring = [found for found in spans.values() if len(found) >= 2]
+            owner = _pid_of(trace, marker) if several else None
+            spans[marker.name].append((marker.start, marker.end, owner))
+    recurring = {name: found for name, found in spans.items() if len(found) >= 2}
     if recurring:
-        return sorted(max(recurring, key=lambda s: sum(end - start for start, end in s))), True
+
+        def span(name: str) -> float:
+            return sum(end - start for start, end, _ in recurring[name])
+
+        def held(name: str) -> float:
+            windows = recurring[name]
+            return sum(
+                m.duration
+                for m in markers
+                if m.name != name and _window_of(windows, m.start, _pid_of(trace, m)) is not None
+            )
+
+        chosen = max(recurring, key=(lambda n: (held(n), span(n))) if several else span)
+        return sorted(recurring[chosen], key=lambda w: (w[0], w[1])), True
     if not markers:
         return [], False
     first = min(m.start for m in markers)
     last = max(m.end for m in markers)
     step = (last - first) / 3 or 1.0
-    return [(first + i * step, first + (i + 1) * step) for i in range(3)], False
+    return [(first + i * step, first + (i + 1) * step, None) for i in range(3)], False
 
 
-def _window_of(windows: list[tuple[float, float]], time: float) -> int | None:
-    for position, (start, end) in enumerate(windows):
+def _pid_of(trace: LinkedTrace, marker: Marker) -> Any:
+    return trace.threads[marker.thread][0]
+
+
+def _window_of(windows: list[Window], time: float, pid: Any = None) -> int | None:
+    for position, (start, end, owner) in enumerate(windows):
+        if owner is not None and owner != pid:
+            continue
         if start <= time < end or (position == len(windows) - 1 and time == end):
             return position
     return None

@@ -7,7 +7,9 @@ the ``nn.Linear`` under it. Time spent once is set apart as *setup*: imports (fr
 ``importlib``), model construction (``__init__``, ``from_pretrained``, weight initialisation) and
 ``torch.compile``'s compilation (frames of Dynamo's frame conversion and Inductor's compiler:
 running compiled code also passes through ``torch._dynamo`` and ``torch._inductor`` frames, and
-that is steady-state work). Code Inductor generated (its cache folder) folds into the statement
+that is steady-state work), and a launcher starting and watching worker processes
+(``torch.distributed.run``'s elastic agent: its CPU time is the same however long the ranks
+train). Code Inductor generated (its cache folder) folds into the statement
 that called it, like torch. Samples outside the script (the profiler starting and stopping) are
 left out.
 
@@ -19,6 +21,12 @@ A function called from more than one statement is a *helper*: its time goes to t
 that called it, so a slow ``spin(SLOW)`` or ``self.c_fc(x)`` is named rather than the loop or the
 ``addmm`` inside the helper that every call site shares. A function calling itself (recursion)
 is not a second call site. The helpers folded are reported (:attr:`StackProfile.folded`).
+
+Samples of the other processes of the run (a worker, a rank: the discovery run samples every
+process it follows) count like the run's own, each weighing its own thread's CPU time, so time
+adds up across processes; their stacks are read from their first frame, since a spawned worker
+or a rank need not run the script (multiprocessing's and torch's frames fold away like any
+framework frame). Each line keeps its time per process, to name the process of the answer.
 
 When the run's trace has GPU work, each kernel's time is credited to the statement sampled
 nearest in time to the CPU call that launched it (linked through ``args.correlation``): an
@@ -34,16 +42,18 @@ import re
 import sysconfig
 import tempfile
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from ncompass import environment_variables
 from ncompass.session.sampler import Frame, StackSamples
 from ncompass.spec.models import MODULE_LEVEL
 
-SETUP_KINDS = ("import", "model construction", "compilation")
+SETUP_KINDS = ("import", "model construction", "compilation", "process launch")
 _CONSTRUCTION = frozenset(
     {"__init__", "from_pretrained", "post_init", "_init_weights", "init_weights"}
 )
@@ -54,6 +64,9 @@ _COMPILER_FILES = (
     "/torch/_inductor/compile_fx.py",
     "/torch/_inductor/codecache.py",
 )
+# Files whose frames are on the stack while a launcher starts and watches its worker processes
+# (torchrun's elastic agent): once per run, however long the workers train.
+_LAUNCHER_FILES = ("/torch/distributed/run.py", "/torch/distributed/launcher/api.py")
 _SYNTHETIC = ("<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 
 
@@ -149,6 +162,10 @@ class StackProfile:
             (``CodeLine`` with line 0) and their time: what a call resolved only at run time
             (a dispatch dict, ``functools.partial``) reached.
         gpu: Whether GPU time was credited.
+        processes: Per line, its own time in each process (pid -> µs), when the run sampled
+            processes besides its own.
+        roles: The processes sampled besides the run's own: pid -> role.
+        root_pid: The run's own process.
     """
 
     lines: dict[CodeLine, LineTime] = field(default_factory=dict)
@@ -160,6 +177,21 @@ class StackProfile:
     folded: dict[CodeLine, float] = field(default_factory=dict)
     callees: dict[tuple[str, int], dict[CodeLine, float]] = field(default_factory=dict)
     gpu: bool = False
+    processes: dict[CodeLine, dict[int, float]] = field(default_factory=dict)
+    roles: dict[int, str] = field(default_factory=dict)
+    root_pid: int | None = None
+
+    def process_of(self, lines: list[CodeLine]) -> str | None:
+        """The process that spent most of these lines' time, named by its role when it is not
+        the run's own (None: the run's own process)."""
+        spent: dict[int, float] = defaultdict(float)
+        for line in lines:
+            for pid, us in self.processes.get(line, {}).items():
+                spent[pid] += us
+        if not spent:
+            return None
+        pid = max(spent, key=lambda p: spent[p])
+        return None if pid == self.root_pid else self.roles.get(pid, f"pid {pid}")
 
     def ranked(self) -> list[tuple[CodeLine, LineTime]]:
         """Lines by the time the user cares about: GPU time when there is GPU work, else
@@ -214,11 +246,15 @@ class _Classifier:
         for position, frame in enumerate(frames):
             if frame.file.startswith("<frozen importlib"):
                 return "import"
+            if frame.qualname == MODULE_LEVEL and frame.module == "__mp_main__":
+                return "import"  # a spawned child importing the script to find its target
             if position and frame.qualname == MODULE_LEVEL:  # a module's top level: an import
                 return "import"
             file = self.real(frame.file)
             if file.endswith(_COMPILER_FILES):
                 return "compilation"
+            if file.endswith(_LAUNCHER_FILES):
+                return "process launch"
             if frame.qualname.rsplit(".", 1)[-1] in _CONSTRUCTION and not self.is_framework(frame):
                 return "model construction"
         return None
@@ -229,7 +265,7 @@ def stack_profile(
     script: str | Path,
     *,
     include_setup: bool = False,
-    gpu_launches_us: list[tuple[float, float]] | None = None,
+    gpu_launches_us: Sequence[tuple[float, float] | tuple[float, float, Any]] | None = None,
 ) -> StackProfile:
     """The time of each line of your code in a discovery run.
 
@@ -238,24 +274,32 @@ def stack_profile(
         script: The script that ran (samples without its frames are left out).
         include_setup: Count setup (imports, construction, compilation) like any other time.
         gpu_launches_us: ``(Unix time of the launching CPU call, GPU duration)`` of each GPU
-            event, to credit GPU time to the statement sampled nearest in time.
+            event, to credit GPU time to the statement sampled nearest in time; a third item,
+            the launching process's pid, keeps the credit within that process's samples.
     """
     classifier = _Classifier(str(script), framework_dirs())
     profile = StackProfile()
     steady_times: list[float] = []
     steady_leaves: list[CodeLine] = []
+    steady_pids: list[int | None] = []
     steady_weights: list[float] = []
     path_weights: dict[CodeLine, dict[tuple[CodeLine, ...], float]] = defaultdict(
         lambda: defaultdict(float)
     )
     kept: list[tuple[list[CodeLine], float, float]] = []
-    for stack, at, weight in zip(samples.stacks, samples.times_us, samples.weights_us, strict=True):
+    kept_pids: list[int | None] = []
+    profile.roles, profile.root_pid = dict(samples.processes), samples.root_pid
+    for sample, (stack, at, weight) in enumerate(
+        zip(samples.stacks, samples.times_us, samples.weights_us, strict=True)
+    ):
         frames = [samples.frames[i] for i in stack]
         start = next(
             (i for i, f in enumerate(frames) if classifier.real(f.file) == classifier.script), None
         )
-        if start is None:
+        pid = samples.pid_of(sample)
+        if start is None and (pid is None or pid == samples.root_pid):
             continue
+        start = start or 0  # another process (a spawned worker, a rank) need not run the script
         frames = frames[start:]
         kind = classifier.setup_kind(frames)
         if kind is not None:
@@ -269,6 +313,7 @@ def stack_profile(
         ]
         if mine:
             kept.append((mine, at, weight))
+            kept_pids.append(pid)
     helpers = _helpers(kept)
     for mine, _, weight in kept:
         for caller, callee in pairwise(mine):
@@ -276,7 +321,7 @@ def stack_profile(
                 called = profile.callees.setdefault((caller.file, caller.line), {})
                 function = CodeLine(callee.file, 0, callee.qualname, callee.module)
                 called[function] = called.get(function, 0.0) + weight
-    for mine, at, weight in kept:
+    for (mine, at, weight), pid in zip(kept, kept_pids, strict=True):
         while len(mine) > 1 and (mine[-1].file, mine[-1].qualname) in helpers:
             helper = CodeLine(mine[-1].file, 0, mine[-1].qualname, mine[-1].module)
             profile.folded[helper] = profile.folded.get(helper, 0.0) + weight
@@ -286,6 +331,9 @@ def stack_profile(
         time = profile.lines.setdefault(leaf, LineTime())
         time.self_us += weight
         time.samples += 1
+        if pid is not None and profile.roles:
+            by_process = profile.processes.setdefault(leaf, {})
+            by_process[pid] = by_process.get(pid, 0.0) + weight
         for function in {CodeLine(line.file, 0, line.qualname, line.module) for line in mine}:
             profile.functions[function] = profile.functions.get(function, 0.0) + weight
         for line in set(mine):
@@ -295,6 +343,7 @@ def stack_profile(
         path_weights[leaf][tuple(mine)] += weight
         steady_times.append(at)
         steady_leaves.append(leaf)
+        steady_pids.append(pid)
         steady_weights.append(weight)
     for leaf, paths in path_weights.items():
         heaviest = max(paths.items(), key=lambda item: item[1])
@@ -309,8 +358,30 @@ def stack_profile(
             profile.windows.setdefault(leaf, [0.0, 0.0, 0.0])[third] += weight
             done += weight
     if gpu_launches_us and steady_times:
-        _credit_gpu(profile, steady_times, steady_leaves, gpu_launches_us)
+        _credit_gpu_by_process(profile, steady_times, steady_leaves, steady_pids, gpu_launches_us)
     return profile
+
+
+def _credit_gpu_by_process(
+    profile: StackProfile,
+    times: list[float],
+    leaves: list[CodeLine],
+    pids: list[int | None],
+    launches: Sequence[tuple[float, float] | tuple[float, float, Any]],
+) -> None:
+    """GPU time to the statement sampled nearest each launch in the process that launched it
+    (any process's samples when the launch names no sampled process)."""
+    sampled = set(pids) if profile.roles else set()
+    by_process: dict[Any, list[tuple[float, float]]] = defaultdict(list)
+    for launch in launches:
+        pid = launch[2] if len(launch) > 2 else None
+        by_process[pid if pid in sampled else None].append((launch[0], launch[1]))
+    for pid, chosen in by_process.items():
+        if pid is None:
+            _credit_gpu(profile, times, leaves, chosen)
+            continue
+        mine = [position for position, owner in enumerate(pids) if owner == pid]
+        _credit_gpu(profile, [times[i] for i in mine], [leaves[i] for i in mine], chosen)
 
 
 def is_synthetic(qualname: str) -> bool:

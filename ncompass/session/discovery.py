@@ -5,15 +5,21 @@
 rewrites, same torch profiler, same sidecar), and writes the sampled Python stacks beside the
 trace (``NAME.stacks.json``), so one run shows the whole call tree, down to the line, whatever
 markers exist.
+
+Every process the run follows (a ``multiprocessing`` child, a DataLoader worker, a ``torchrun``
+rank) samples its own stacks once it starts its work (:mod:`ncompass.session.child_sampling`);
+``NAME.stacks.json`` holds them all, each sample with its pid.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from ncompass.errors import NcompassError
+from ncompass.session import child_sampling
 from ncompass.session.sampler import DEFAULT_INTERVAL_S, StackSampler, stacks_path
 
 USER_ERROR = 2
@@ -34,9 +40,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the discovery run; returns the script's exit code (2: ncompass could not run it)."""
+    from ncompass.capture.follow.tree import processes_folder
     from ncompass.capture.runner import RunOptions, run
 
     options = _parser().parse_args(argv)
+    # where each followed process writes its samples: beside its own trace
+    folder = processes_folder(Path(options.output_dir) / f"{options.trace_name}.json")
     sampler = StackSampler(interval_s=options.interval)
     sampler.start()
     try:
@@ -49,13 +58,18 @@ def main(argv: list[str] | None = None) -> int:
                 trace_name=options.trace_name,
                 force_overwrite=options.force_overwrite,
                 full_trace=options.full_trace,
+                process_hooks={
+                    child_sampling.HOOK: child_sampling.hook_options(folder, options.interval)
+                },
             )
         )
     except NcompassError as error:
         sampler.stop()
         print(f"ncompass: error: {error}", file=sys.stderr)
         return USER_ERROR
-    samples = sampler.stop()
+    samples = child_sampling.merge_processes(
+        sampler.stop(), os.getpid(), child_sampling.read_processes(folder)
+    )
     if result.trace_path is not None:
         samples.write(stacks_path(Path(result.trace_path)))
     return result.exit_code

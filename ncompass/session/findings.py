@@ -51,6 +51,7 @@ class Discovery:
                     "ms": round(self.profile.basis_us(s.time) / 1000, 3),
                     "share": round(self.profile.basis_us(s.time) / total, 4),
                     "depth": len(s.path.frames),
+                    "process": self.profile.process_of(s.leaves),
                 }
                 for s in self.statements[:_SHOWN]
             ],
@@ -88,8 +89,9 @@ def read_discovery(
     return Discovery(profile, hot_statements(planner, profile))
 
 
-def gpu_launches(record: IterationRecord) -> list[tuple[float, float]]:
-    """``(Unix µs of the launching CPU call, GPU µs)`` of every GPU event of a run's trace."""
+def gpu_launches(record: IterationRecord) -> list[tuple[float, float, Any]]:
+    """``(Unix µs of the launching CPU call, GPU µs, the launching process's pid)`` of every GPU
+    event of a run's trace."""
     from ncompass.traces.link import NO_LINK, link_trace
 
     try:
@@ -104,9 +106,17 @@ def gpu_launches(record: IterationRecord) -> list[tuple[float, float]]:
         launch = trace.gpu.launch[index]
         if launch != NO_LINK:
             at = trace.origin_us + trace.launches.start[launch] + base
-            found.append((at, trace.gpu.duration[index]))
-    found.sort()
+            pid = trace.threads[trace.launches.thread[launch]][0]
+            found.append((at, trace.gpu.duration[index], _as_pid(pid)))
+    found.sort(key=lambda launch: launch[:2])
     return found
+
+
+def _as_pid(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def hot_path_proposal(

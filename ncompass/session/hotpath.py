@@ -223,6 +223,11 @@ def answer_from_samples(
     )
     if answer is not None:
         answer.setup_ms = {kind: us / 1000 for kind, us in profile.setup_us.items()}
+        top = next(
+            (s for s in statements if (s.file, (s.start, s.end)) == (answer.file, answer.lines)),
+            None,
+        )
+        answer.process = profile.process_of(top.leaves) if top is not None else None
     return answer
 
 

@@ -136,7 +136,9 @@ def discovery_lines(record: IterationRecord, top: int = 3) -> list[str]:
         where_ = f"line {start}" if start == end else f"lines {start}-{end}"
         lines.append(
             f"  {100 * hot['share']:5.1f}%  {hot['ms']:>9.2f} ms  {hot['statement'][:60]} "
-            f"({hot['function']}, {where_} of {shown_path(hot['file'])}, depth {hot['depth']})"
+            f"({hot['function']}, {where_} of {shown_path(hot['file'])}, depth {hot['depth']}"
+            + (f", in process `{hot['process']}`" if hot.get("process") else "")
+            + ")"
         )
     for helper in found.get("folded", []):
         lines.append(

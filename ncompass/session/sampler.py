@@ -5,12 +5,14 @@ A daemon thread wakes every ``interval_s``, reads the frames of the watched thre
 wall time it stood for. Torch ops release the GIL, so a sample taken while the model computes
 sees the statement that called the op; a pure-Python stretch is sampled at the next GIL switch.
 Each sample is weighted by the time since the previous one, so a late sample still counts for
-the time it covers: the process's CPU time, capped at the wall time, so a stretch where the
-machine ran someone else's work (a loaded machine preempts the process) does not count for the
-line that happened to be running, nor does a ``sleep``. Timestamps are Unix microseconds, the
-clock Kineto traces use (``ts`` plus ``baseTimeNanoseconds``). A stack read while the watched
-thread moved on (the sampler lost the GIL half-way through reading it) is dropped: its frames
-would be of two moments.
+the time it covers: the watched thread's CPU time, capped at the wall time, so a stretch where
+the machine ran someone else's work (a loaded machine preempts the process) does not count for
+the line that happened to be running, nor does a ``sleep``, nor a parent waiting for its
+workers (``join()``, a queue's ``get()``) while the process's other threads (the profiler's,
+this sampler's) run; where a thread's CPU clock cannot be read, the process's CPU time stands
+in. Timestamps are Unix microseconds, the clock Kineto traces use (``ts`` plus
+``baseTimeNanoseconds``). A stack read while the watched thread moved on (the sampler lost the
+GIL half-way through reading it) is dropped: its frames would be of two moments.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, FrameType
@@ -58,6 +61,10 @@ class StackSamples:
         times_us: Per sample: Unix time in microseconds.
         weights_us: Per sample: the time it stands for (CPU time, at most the wall time).
         interval_s: The sampling period asked for.
+        pids: Per sample: the process it was taken in (empty: all in the run's own process).
+        processes: The processes sampled besides the run's own: pid -> role (``SpawnProcess-1``,
+            ``DataLoader worker 0``, ``rank 1``).
+        root_pid: The run's own process (None: samples of one process only).
     """
 
     frames: list[Frame] = field(default_factory=list)
@@ -65,6 +72,19 @@ class StackSamples:
     times_us: list[float] = field(default_factory=list)
     weights_us: list[float] = field(default_factory=list)
     interval_s: float = DEFAULT_INTERVAL_S
+    pids: list[int] = field(default_factory=list)
+    processes: dict[int, str] = field(default_factory=dict)
+    root_pid: int | None = None
+
+    def pid_of(self, sample: int) -> int | None:
+        """The process sample number ``sample`` was taken in (None: the run's own)."""
+        return self.pids[sample] if self.pids else self.root_pid
+
+    def role_of(self, pid: int | None) -> str | None:
+        """How a process is named, when it is not the run's own (None for the run's own)."""
+        if pid is None or pid == self.root_pid:
+            return None
+        return self.processes.get(pid, f"pid {pid}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -74,6 +94,9 @@ class StackSamples:
             "stacks": self.stacks,
             "times_us": self.times_us,
             "weights_us": self.weights_us,
+            "pids": self.pids,
+            "processes": {str(pid): role for pid, role in self.processes.items()},
+            "root_pid": self.root_pid,
         }
 
     @classmethod
@@ -87,6 +110,9 @@ class StackSamples:
             times_us=[float(t) for t in data["times_us"]],
             weights_us=[float(w) for w in data["weights_us"]],
             interval_s=float(data.get("interval_s", DEFAULT_INTERVAL_S)),
+            pids=[int(p) for p in data.get("pids") or []],
+            processes={int(pid): str(role) for pid, role in (data.get("processes") or {}).items()},
+            root_pid=int(data["root_pid"]) if data.get("root_pid") is not None else None,
         )
 
     def write(self, path: Path) -> Path:
@@ -135,10 +161,14 @@ class StackSampler:
 
     def _loop(self) -> None:
         interval = self.samples.interval_s
-        last, last_cpu = time.time(), time.process_time()
+        cpu_time = _cpu_clock(self.thread_id)
+        last, last_cpu = time.time(), cpu_time()
         while not self._stop.wait(interval):
             frame = sys._current_frames().get(self.thread_id)
-            now, cpu = time.time(), time.process_time()
+            try:
+                now, cpu = time.time(), cpu_time()
+            except OSError:  # the watched thread has ended
+                return
             if frame is None:
                 last, last_cpu = now, cpu
                 continue
@@ -179,6 +209,16 @@ class StackSampler:
             frame = frame.f_back
         stack.reverse()
         return stack
+
+
+def _cpu_clock(thread_id: int) -> Callable[[], float]:
+    """The CPU time of one thread (its POSIX CPU clock), else of the whole process."""
+    try:
+        clock = time.pthread_getcpuclockid(thread_id)
+        time.clock_gettime(clock)
+    except (AttributeError, OSError, OverflowError):
+        return time.process_time
+    return lambda: time.clock_gettime(clock)
 
 
 __all__ = ["STACKS_SUFFIX", "Frame", "StackSampler", "StackSamples", "stacks_path"]

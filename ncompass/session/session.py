@@ -343,9 +343,9 @@ class ProfilingSession:
             )
             self._predicted = []
         if answer is not None:
-            answer = into_compiled_code(
-                answer, record.trace_path, read_sidecar(Path(record.trace_path)), planner
-            )
+            sidecar = read_sidecar(Path(record.trace_path))
+            answer = into_compiled_code(answer, record.trace_path, sidecar, planner)
+            answer = answer.under_contention(sidecar)
         record.answer = answer.to_dict() if answer is not None else None
         self._save()
 

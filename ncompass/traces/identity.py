@@ -5,7 +5,9 @@ it follows) or in Kineto's ``distributedInfo.rank``; a trace that names none tak
 it was given at (the first file is rank 0). A run's merged trace also lists every process of
 the run under ``ncompass_processes`` (root process first): each one's pid, parent pid, rank,
 role (``rank 1``, ``DataLoader worker 0``, ``EngineCore``, else its command line), command,
-exit code, trace file and markers placed.
+exit code, trace file and markers placed. Such a trace is one rank when its root process states
+that rank and no process in it states another (a rank of ``ncompass submit`` whose script
+started workers).
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ def trace_identity(metadata: Mapping[str, Any]) -> TraceIdentity:
     process = process if isinstance(process, Mapping) else {}
     rank = _integer(process.get("rank"))
     if rank is None:
+        rank = _rank_of_run(metadata)
+    if rank is None:
         info = metadata.get("distributedInfo")
         rank = _integer(info.get("rank")) if isinstance(info, Mapping) else None
     return TraceIdentity(
@@ -134,6 +138,15 @@ def run_processes(metadata: Mapping[str, Any]) -> list[RunProcess]:
             )
         )
     return processes
+
+
+def _rank_of_run(metadata: Mapping[str, Any]) -> int | None:
+    """The rank of a run's merged trace: its root process's, when no process states another."""
+    processes = run_processes(metadata)
+    if not processes or processes[0].rank is None:
+        return None
+    rank = processes[0].rank
+    return rank if all(p.rank in (None, rank) for p in processes) else None
 
 
 class RankOwners:

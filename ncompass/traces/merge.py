@@ -1,9 +1,12 @@
 """Merge per-rank traces into one timeline: one process per rank, clocks aligned.
 
 Each rank becomes one process (named ``rank N``) whose threads are the rank's original CPU
-threads and GPU streams, so Perfetto shows one group per rank. Timestamps are aligned on
-``baseTimeNanoseconds`` when the traces have it (Kineto then writes times relative to it).
-Flow ids and ``args.correlation`` are made unique per rank so links never cross ranks.
+threads and GPU streams, so Perfetto shows one group per rank. A rank's trace that is a run of
+several processes (the rank's script started workers, which ``ncompass run`` followed) keeps each
+worker on a process track of its own beside the rank's, named by its role (``rank 1 ·
+SpawnProcess-1``). Timestamps are aligned on ``baseTimeNanoseconds`` when the traces have it
+(Kineto then writes times relative to it). Flow ids and ``args.correlation`` are made unique per
+rank so links never cross ranks.
 """
 
 from __future__ import annotations
@@ -20,13 +23,23 @@ import orjson
 from ncompass.errors import TraceError
 from ncompass.overwrite_guard import refuse_overwriting_inputs
 from ncompass.traces.events import Event, microseconds
-from ncompass.traces.identity import RankOwners, trace_identity
+from ncompass.traces.identity import RankOwners, run_processes, trace_identity
 from ncompass.traces.parallel import map_traces, worker_count
 from ncompass.traces.reader import TraceReader, read_metadata
 from ncompass.traces.writer import TraceWriter
 
 _ID_STRIDE = 10**12  # per-rank offset of flow ids and correlations
 _THREADS_PER_RANK = 1_000_000
+_WORKER_PIDS = 1_000_000  # the merged pids of workers' tracks count up from here (ranks: 0, 1, ...)
+
+
+@dataclass(frozen=True)
+class _Worker:
+    """A process of a rank's run other than the rank's own: it keeps a track of its own."""
+
+    pid: int  # in the merged trace
+    os_pid: int  # in the rank's trace
+    label: str
 
 
 @dataclass
@@ -34,9 +47,15 @@ class _RankPlan:
     rank: int
     path: Path
     shift_us: float
+    workers: dict[Any, _Worker] = field(default_factory=dict)  # by OS pid
     process_names: dict[Any, str] = field(default_factory=dict)
     thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
     thread_ids: dict[tuple[Any, Any], int] = field(default_factory=dict)
+
+    def merged_pid(self, pid: Any) -> int:
+        """The track an event of ``pid`` goes to: a worker's own, else the rank's."""
+        worker = self.workers.get(pid)
+        return worker.pid if worker is not None else self.rank
 
     def thread_id(self, pid: Any, tid: Any) -> int:
         key = (pid, tid)
@@ -82,7 +101,7 @@ def merge_traces(
     if all(base is not None for base in bases):
         header["baseTimeNanoseconds"] = min(base for base in bases if base is not None)
     header["displayTimeUnit"] = "ms"
-    header["mergedRanks"] = [{"rank": plan.rank, "path": str(plan.path)} for plan in plans]
+    header["mergedRanks"] = [_merged_rank(plan) for plan in plans]
     with TraceWriter(output_path, metadata=header) as writer:
         if worker_count(jobs, paths) <= 1:  # small inputs: starting workers costs more
             for plan in plans:
@@ -138,14 +157,32 @@ def _plan(paths: Sequence[str | Path], metadata: list[dict[str, Any]]) -> list[_
     earliest = min((base for base in bases if base is not None), default=0)
     plans: list[_RankPlan] = []
     owners = RankOwners()
+    next_worker_pid = _WORKER_PIDS
     for position, (path, meta, base) in enumerate(zip(paths, metadata, bases, strict=True)):
         rank = trace_identity(meta).rank_or(position)
         owners.claim(rank, path)
         # With every rank relative to its own base, shift onto the earliest base; otherwise make
         # every timestamp absolute (a trace without a base already is).
         shift_ns = (base or 0) - earliest if aligned_on_base else (base or 0)
-        plans.append(_RankPlan(rank=rank, path=Path(path), shift_us=shift_ns / 1000.0))
+        plan = _RankPlan(rank=rank, path=Path(path), shift_us=shift_ns / 1000.0)
+        for process in run_processes(meta)[1:]:  # the root process is the rank's own track
+            role = process.role
+            label = role if role.startswith("rank ") else f"rank {rank} · {role}"
+            plan.workers[process.pid] = _Worker(next_worker_pid, process.pid, label)
+            next_worker_pid += 1
+        plans.append(plan)
     return plans
+
+
+def _merged_rank(plan: _RankPlan) -> dict[str, Any]:
+    """The header's entry for one rank: its file, and the tracks of its workers if any."""
+    entry: dict[str, Any] = {"rank": plan.rank, "path": str(plan.path)}
+    if plan.workers:
+        entry["processes"] = [
+            {"pid": worker.pid, "os_pid": worker.os_pid, "role": worker.label}
+            for worker in plan.workers.values()
+        ]
+    return entry
 
 
 def _base_time_ns(metadata: dict[str, Any]) -> int | None:
@@ -187,7 +224,7 @@ def _rewrite(plan: _RankPlan, events: list[Event]) -> list[Event]:
             _remember_label(plan, event)
             continue  # replaced by the rank's own labels at the end
         copy = dict(event)
-        copy["pid"] = plan.rank
+        copy["pid"] = plan.merged_pid(pid)
         copy["tid"] = plan.thread_id(pid, tid)
         if "ts" in copy and plan.shift_us:
             copy["ts"] = microseconds(copy["ts"]) + plan.shift_us
@@ -228,23 +265,41 @@ def _labels(plan: _RankPlan) -> list[Event]:
             "args": {"sort_index": plan.rank},
         },
     ]
+    for worker in plan.workers.values():  # sorted with their rank
+        labels += [
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": worker.pid,
+                "tid": 0,
+                "args": {"name": worker.label},
+            },
+            {
+                "ph": "M",
+                "name": "process_sort_index",
+                "pid": worker.pid,
+                "tid": 0,
+                "args": {"sort_index": plan.rank},
+            },
+        ]
     for order, ((pid, tid), thread) in enumerate(plan.thread_ids.items()):
-        process = plan.process_names.get(pid, f"pid {pid}")
         name = plan.thread_names.get((pid, tid), f"thread {tid}")
+        if pid not in plan.workers:  # on the rank's track: say which process the thread is of
+            name = f"{plan.process_names.get(pid, f'pid {pid}')} · {name}"
         labels.append(
             {
                 "ph": "M",
                 "name": "thread_name",
-                "pid": plan.rank,
+                "pid": plan.merged_pid(pid),
                 "tid": thread,
-                "args": {"name": f"{process} · {name}"},
+                "args": {"name": name},
             }
         )
         labels.append(
             {
                 "ph": "M",
                 "name": "thread_sort_index",
-                "pid": plan.rank,
+                "pid": plan.merged_pid(pid),
                 "tid": thread,
                 "args": {"sort_index": order},
             }

@@ -292,7 +292,6 @@ def test_a_window_starts_the_profiler_without_importing_inductor(tmp_path: Path)
         (["--window", "step:1:0"], "COUNT must be at least 1"),
         (["--window", "step:0:2"], "FIRST counts calls from 1"),
         (["--window", "step:1:2", "--profiler", "none"], "--profiler none records nothing"),
-        (["--on-demand", "--nsys"], "nvtx-trace only, not --nsys"),
         (["--window", "step:1:2", "--repeat", "2"], "--repeat needs --every"),
         (["--window", "step:1:5", "--repeat", "2", "--every", "3"], "windows would overlap"),
         (["--repeat", "2", "--every", "3"], "go with --window"),
@@ -536,7 +535,7 @@ def test_gpu_monitor_samples_go_to_the_window_they_were_taken_in(
 @pytest.mark.skipif(
     find_compiler() is None, reason="no C compiler on PATH: the NVTX recorder cannot be built"
 )
-def test_nvtx_trace_windows_are_cut_from_the_whole_recording(tmp_path: Path) -> None:
+def test_nvtx_trace_windows_are_written_from_the_recording(tmp_path: Path) -> None:
     script, spec = _write(tmp_path)
     ran = _cli(
         tmp_path,
@@ -552,7 +551,8 @@ def test_nvtx_trace_windows_are_cut_from_the_whole_recording(tmp_path: Path) -> 
         assert names.count("step") == 2
         sidecar = json.loads((folder / f"nv-w{number}.ncompass.json").read_text())
         assert sidecar["window"]["first_call"] == 8 + 5 * (number - 1)
-    assert (folder / "nv.json").exists()  # the whole recording stays
+    assert not (folder / "nv.json").exists()  # only the windows were recorded, as under torch
+    assert not (folder / "nv.ncompass.json").exists()
 
 
 def _annotations_any(trace: Path) -> list[str]:

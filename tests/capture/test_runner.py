@@ -370,3 +370,29 @@ def test_targets_the_run_never_imported_are_reported(tmp_path: Path) -> None:
         f"ncompass: warning: the run never imported target no_such_pkg.model ({spec}:3)"
         in done.stderr
     )
+
+
+def test_a_whole_run_torch_profiler_starts_without_importing_inductor(tmp_path: Path) -> None:
+    """``torch.profiler.profile``'s start imports Inductor, Dynamo and sympy (about 170 MB and a
+    second or more) in every run, compiling or not; ncompass starts Kineto without it, and the
+    trace still carries what that start adds (here: the shapes option)."""
+    script = _script(
+        tmp_path,
+        """
+        import json, sys
+        import torch
+        x = torch.ones(4, 4) @ torch.ones(4, 4)
+        print(json.dumps({"inductor": "torch._inductor" in sys.modules}))
+        """,
+    )
+    command = [
+        sys.executable, "-m", "ncompass", "run", "--profiler", "torch", "--record-shapes",
+        "-o", str(tmp_path / "traces"), "--trace-name", "light", str(script),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"inductor": False}
+    trace = json.loads((tmp_path / "traces" / "light.json").read_text())
+    assert trace.get("record_shapes") == 1
+    shapes = [e["args"] for e in trace["traceEvents"] if e.get("name") == "aten::mm"]
+    assert shapes and "Input Dims" in shapes[0]

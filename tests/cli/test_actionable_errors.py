@@ -283,7 +283,7 @@ def test_session_run_help_describes_every_option() -> None:
 OTHER_PROGRAMS = {
     "--force-overwrite", "--output", "--trace", "--type", "--query-gpu", "--format",
     "--nproc-per-node", "--master-port", "--cuda-memory-usage", "--dashboard-port",
-    "--epochs", "--steps", "--new-tokens", "--job-id", "--capture-range",
+    "--epochs", "--steps", "--new-tokens", "--job-id", "--capture-range", "--capture-range-end",
 }  # fmt: skip
 SUGGESTION = re.compile(r"`ncompass ((?:[a-z][a-z-]* ?)+)([^`]*)`")
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")

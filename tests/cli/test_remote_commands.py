@@ -9,9 +9,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ncompass.remote.job_plan import JobPlan
 from tests.conftest import REPO
 
 needs_ray = pytest.mark.skipif(
@@ -154,3 +156,33 @@ def test_an_ignored_script_is_named_with_the_fix(project: Path) -> None:
     assert done.returncode == 2
     assert "the script train.py is left out of the upload by an ignore rule" in done.stderr
     assert "`!train.py`" in done.stderr
+
+
+@needs_ray
+def test_no_follow_reaches_each_ranks_ncompass_run(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ncompass.cli import main
+    from ncompass.remote import submission
+
+    plans: list[JobPlan] = []
+    prepare = submission.prepare_job
+
+    def prepare_and_keep(*args: Any, **kwargs: Any) -> submission.PreparedJob:
+        prepared = prepare(*args, **kwargs)
+        plans.append(prepared.plan)
+        return prepared
+
+    monkeypatch.setattr(submission, "prepare_job", prepare_and_keep)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("NCOMPASS_REMOTE_CONFIG", str(project / "none.yaml"))
+    address = f"127.0.0.1:{_closed_port()}"
+    for flags in (["--no-follow"], []):
+        with pytest.raises(SystemExit):  # the job is planned, then the cluster is not there
+            main(["submit", "--address", address, *flags, "train.py", "--no-follow"])
+    # the script's own --no-follow stays the script's
+    assert [plan.run_args for plan in plans] == [
+        ("--profiler", "torch", "--no-follow", "train.py", "--no-follow"),
+        ("--profiler", "torch", "train.py", "--no-follow"),
+    ]
+    assert "-- --profiler torch --no-follow train.py" in plans[0].entrypoint()

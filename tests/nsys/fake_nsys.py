@@ -8,6 +8,13 @@ The tests copy this file to ``<bin>/nsys`` (with a shebang for the running Pytho
   the report ``<--output>.nsys-rep``: a copy of the SQLite file named by
   ``$FAKE_NSYS_EXPORT`` (a real report is a different format; only this fake's ``export``
   reads it). Exits with COMMAND's exit code, as nsys does.
+- With ``--capture-range=cudaProfilerApi`` it records only between the CUDA profiler API's
+  start and stop. There is no GPU here, so a program stands in for CUDA by appending ``start``
+  and ``stop`` lines to the file named by ``$FAKE_NSYS_CUDA_PROFILER`` (set for COMMAND; see
+  ``tests/nsys/fake_cuda.py``). ``--capture-range-end=stop`` writes ``<--output>.nsys-rep``
+  for the first range only, ``repeat`` one report per range, ``<--output>.N.nsys-rep``, as
+  nsys does; no range, no report. ``$FAKE_NSYS_EXPORT`` may list several SQLite files
+  (``os.pathsep``-separated): report N is a copy of the N-th (the last one when fewer).
 - ``nsys export --type=sqlite --output=FILE [--force-overwrite=true] REPORT``: copies the
   "report" to FILE.
 - ``nsys --version``.
@@ -23,7 +30,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-_VALUED = {"-t", "--trace", "-o", "--output", "-f", "--force-overwrite", "--type", "-s"}
+_VALUED = {"-t", "--trace", "-o", "--output", "-f", "--force-overwrite", "--type", "-s", "-c"}
 
 
 def _options(args):
@@ -39,6 +46,30 @@ def _options(args):
     return options, args[index:]
 
 
+def _ranges(calls):
+    """How many start..stop ranges the program's CUDA profiler calls made."""
+    lines = calls.read_text().split() if calls.exists() else []
+    ranges, started = 0, False
+    for line in lines:
+        if line == "start" and not started:
+            started = True
+        elif line == "stop" and started:
+            started, ranges = False, ranges + 1
+    return ranges + (1 if started else 0)  # a range still open at exit ends there
+
+
+def _reports(options, output, ranges):
+    """(number, path) of each report nsys writes."""
+    if options.get("--capture-range", options.get("-c")) != "cudaProfilerApi":
+        return [(1, f"{output}.nsys-rep")]
+    end = options.get("--capture-range-end", "stop")
+    if end == "stop":
+        return [(1, f"{output}.nsys-rep")] if ranges else []
+    if end == "repeat":
+        return [(n, f"{output}.{n}.nsys-rep") for n in range(1, ranges + 1)]
+    raise SystemExit(f"fake nsys: unsupported --capture-range-end={end}")
+
+
 def main(argv):
     with open(HERE / "nsys.log", "a") as log:
         log.write(json.dumps({"argv": argv}) + "\n")
@@ -48,10 +79,18 @@ def main(argv):
     if argv[:1] == ["profile"]:
         options, command = _options(argv[1:])
         output = options.get("--output") or options.get("-o") or "report1"
-        env = {**os.environ, "NVTX_INJECTION64_PATH": str(HERE / "libNotThere.so")}
+        calls = HERE / "cuda-profiler.log"
+        calls.unlink(missing_ok=True)
+        env = {
+            **os.environ,
+            "NVTX_INJECTION64_PATH": str(HERE / "libNotThere.so"),
+            "FAKE_NSYS_CUDA_PROFILER": str(calls),
+        }
         code = subprocess.run(command, env=env, check=False).returncode
-        shutil.copyfile(os.environ["FAKE_NSYS_EXPORT"], f"{output}.nsys-rep")
-        print(f"Generated:\n    {output}.nsys-rep", file=sys.stderr)
+        exports = os.environ["FAKE_NSYS_EXPORT"].split(os.pathsep)
+        for number, report in _reports(options, output, _ranges(calls)):
+            shutil.copyfile(exports[min(number, len(exports)) - 1], report)
+            print(f"Generated:\n    {report}", file=sys.stderr)
         return code
     if argv[:1] == ["export"]:
         options, rest = _options(argv[1:])

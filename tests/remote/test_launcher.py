@@ -7,14 +7,17 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ncompass.remote import launch
 from ncompass.remote.fetch import fetch_job
 from ncompass.remote.manifest import NodeManifest, node_folder
+from ncompass.remote.rank_traces import merge_ranks
 from ncompass.remote.ranks import NodeSpec, rank_environment
 from tests.conftest import REPO
 from tests.remote.support import FolderDashboard
@@ -31,6 +34,37 @@ pathlib.Path(os.environ["NCOMPASS_TRACE_DIR"], "extra.json").write_text(os.envir
 sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
 """
 
+# Each rank starts a `spawn` child that calls the marked `stepper.step` three times.
+SPAWNING_JOB = """\
+import multiprocessing
+import stepper
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context("spawn").Process(target=stepper.steps, args=(3,))
+    child.start()
+    child.join()
+    stepper.step(0)
+"""
+
+STEPPER = """\
+def step(i):
+    return sum(range(1000 * (i + 1)))
+
+
+def steps(calls):
+    for i in range(calls):
+        step(i)
+"""
+
+STEPPER_SPEC = """\
+version: 1
+targets:
+  - module: stepper
+    functions:
+      - qualname: step
+        name: step
+"""
+
 FAIL_ONE_RANK = """\
 import os, sys, time
 if os.environ["RANK"] == "1":
@@ -40,11 +74,19 @@ time.sleep(120)  # rank 0 would wait forever for rank 1
 
 
 def _launch(
-    tmp_path: Path, script: str, *arguments: str, gpus: int, profiler: str = "none", **env: str
+    tmp_path: Path,
+    script: str,
+    *arguments: str,
+    gpus: int,
+    profiler: str = "none",
+    run_options: tuple[str, ...] = (),
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     (work / "job.py").write_text(script)
+    (work / "stepper.py").write_text(STEPPER)
+    (work / "stepper.yaml").write_text(STEPPER_SPEC)
     environment = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -67,6 +109,7 @@ def _launch(
             "--",
             "--profiler",
             profiler,
+            *run_options,
             "job.py",
             *arguments,
         ],
@@ -127,6 +170,68 @@ def test_a_failed_rank_stops_the_others_whose_traces_are_still_written(tmp_path:
     assert {record.rank: record.exit_code for record in manifest.ranks} == {0: 130, 1: 3}
     assert {record.trace for record in manifest.ranks} == {"job-rank0.json", "job-rank1.json"}
     assert {"job-rank0.json", "job-rank1.json"} <= {item.path for item in manifest.files}
+
+
+def _steps(document: dict[str, Any]) -> Counter[Any]:
+    return Counter(
+        event["pid"]
+        for event in document["traceEvents"]
+        if event.get("cat") == "user_annotation" and event.get("name") == "step"
+    )
+
+
+def test_each_rank_follows_its_children_into_the_pack_and_the_merged_timeline(
+    tmp_path: Path,
+) -> None:
+    done = _launch(
+        tmp_path, SPAWNING_JOB, gpus=2, profiler="torch", run_options=("--config", "stepper.yaml")
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    home = fetch_job(FolderDashboard(tmp_path / "logs"), JOB, tmp_path / "home")
+    traces = home.rank_traces()
+    assert [rank for rank, _ in traces] == [0, 1]
+    for rank, trace in traces:
+        document = json.loads(trace.read_text())
+        root, child = (process["pid"] for process in document["ncompass_processes"])
+        assert _steps(document) == {root: 1, child: 3}
+        # each process's own trace comes home too, beside the rank's capture_trace files
+        kept = tmp_path / "home" / f"rank{rank}" / f"job-rank{rank}.processes"
+        assert sorted(path.name for path in kept.iterdir()) == sorted(
+            f"{pid}.json" for pid in (root, child)
+        )
+    merged = merge_ranks(home)
+    assert merged is not None
+    document = json.loads(merged.read_text())
+    names = {
+        event["pid"]: event["args"]["name"]
+        for event in document["traceEvents"]
+        if event.get("ph") == "M" and event.get("name") == "process_name"
+    }
+    assert {names[pid]: calls for pid, calls in _steps(document).items()} == {
+        "rank 0": 1,
+        "rank 0 · SpawnProcess-1": 3,
+        "rank 1": 1,
+        "rank 1 · SpawnProcess-1": 3,
+    }
+
+
+def test_no_follow_in_the_run_options_profiles_only_the_rank(tmp_path: Path) -> None:
+    done = _launch(
+        tmp_path,
+        SPAWNING_JOB,
+        gpus=0,
+        profiler="torch",
+        run_options=("--no-follow", "--config", "stepper.yaml"),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(item.path for item in _manifest(tmp_path).files) == [
+        "job.json",
+        "job.ncompass.json",
+    ]
+    document = json.loads(
+        (tmp_path / "logs" / node_folder(JOB, 0) / "run" / "job.json").read_text()
+    )
+    assert sum(_steps(document).values()) == 1
 
 
 def test_missing_dependencies_are_named_before_anything_runs(

@@ -14,9 +14,11 @@ import stat
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,6 +66,53 @@ print("warmed up", flush=True)
 time.sleep(300)
 """
 
+# Each rank starts a `spawn` child that calls the marked `stepper.step` (a module of the upload)
+# CHILD_CALLS times, then calls it once itself; with `untouched`, it also starts a Python child
+# that cannot import ncompass (a broken `ncompass` package first on its PYTHONPATH).
+STEPPER = """\
+def step(i):
+    return sum(range(1000 * (i + 1)))
+
+
+def steps(calls):
+    for i in range(calls):
+        step(i)
+"""
+
+SPAWNING_JOB = """\
+import multiprocessing
+import os
+import subprocess
+import sys
+
+import stepper
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context("spawn").Process(target=stepper.steps, args=(3,))
+    child.start()
+    child.join()
+    stepper.step(0)
+    if sys.argv[1:] == ["untouched"]:
+        first = os.environ["PYTHONPATH"].split(os.pathsep)[0]
+        broken = os.path.abspath("elsewhere")
+        subprocess.run(
+            [sys.executable, "-c", "print('untouched child ran')"],
+            env={**os.environ, "PYTHONPATH": first + os.pathsep + broken},
+            check=True,
+        )
+    print(f"rank {os.environ['RANK']}: child exit code {child.exitcode}", flush=True)
+"""
+CHILD_CALLS = 3
+
+STEPPER_SPEC = """\
+version: 1
+targets:
+  - module: stepper
+    functions:
+      - qualname: step
+        name: stepper.step
+"""
+
 
 @dataclass
 class Submission:
@@ -101,6 +150,13 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "capture_job.py").write_text(CAPTURE_JOB)
     (root / "failing_job.py").write_text(FAILING_JOB)
     (root / "sleeping_job.py").write_text(SLEEPING_JOB)
+    (root / "stepper.py").write_text(STEPPER)
+    (root / "spawning_job.py").write_text(SPAWNING_JOB)
+    (root / "configs" / "stepper.yaml").write_text(STEPPER_SPEC)
+    (root / "elsewhere" / "ncompass").mkdir(parents=True)
+    (root / "elsewhere" / "ncompass" / "__init__.py").write_text(
+        "raise ImportError('another environment')\n"
+    )
     return root
 
 
@@ -153,6 +209,22 @@ def _submit(cluster: LocalRayCluster, project: Path, output_dir: Path, *args: st
 def _user_annotations(trace: Path) -> set[str]:
     events = json.loads(trace.read_text())["traceEvents"]
     return {event["name"] for event in events if event.get("cat") == "user_annotation"}
+
+
+def _steps_by_pid(document: dict[str, Any]) -> Counter[Any]:
+    return Counter(
+        event["pid"]
+        for event in document["traceEvents"]
+        if event.get("cat") == "user_annotation" and event.get("name") == "stepper.step"
+    )
+
+
+def _process_names(document: dict[str, Any]) -> dict[Any, str]:
+    return {
+        event["pid"]: event["args"]["name"]
+        for event in document["traceEvents"]
+        if event.get("ph") == "M" and event.get("name") == "process_name"
+    }
 
 
 @pytest.fixture(scope="module")
@@ -265,6 +337,109 @@ def test_capture_trace_in_a_job_over_two_nodes_comes_back_per_rank(
         assert (run.job_dir / f"capture_job-rank{rank}.json").is_file()
     assert "ncompass: 2 nodes placed; rank 0 at 127.0.0.1:" in run.done.stdout
     assert (run.job_dir / "capture_job-merged.json").is_file()
+
+
+def test_each_rank_follows_the_processes_it_starts(
+    cluster: LocalRayCluster, project: Path, tmp_path: Path
+) -> None:
+    run = _submit(
+        cluster,
+        project,
+        tmp_path / "submitted",
+        "--gpus",
+        "2",
+        "--config",
+        "configs/stepper.yaml",
+        "spawning_job.py",
+        "untouched",
+    )
+    done = run.done
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in (0, 1):
+        assert f"[rank {rank}] rank {rank}: child exit code 0" in done.stdout
+        assert f"[rank {rank}] untouched child ran" in done.stdout
+        # the child that cannot import ncompass is named in one line of the job's output
+        cannot = [
+            line
+            for line in done.stdout.splitlines()
+            if line.startswith(f"[rank {rank}] ncompass: warning: process ")
+            and "cannot import ncompass" in line
+        ]
+        assert len(cannot) == 1 and "print('untouched child ran')" in cannot[0], done.stdout
+
+    fetched = _ncompass(
+        cluster, project, "jobs", "fetch", run.job_id, "-o", str(tmp_path / "fetched")
+    )
+    assert fetched.returncode == 0, fetched.stderr
+    for job_dir, said in ((run.job_dir, done), (tmp_path / "fetched" / run.job_id, fetched)):
+        for rank in (0, 1):
+            document = json.loads((job_dir / f"spawning_job-rank{rank}.json").read_text())
+            processes = document["ncompass_processes"]
+            assert [process["rank"] for process in processes] == [rank, rank]
+            root, child = processes[0]["pid"], processes[1]["pid"]
+            # the child's markers are on its own process track, named with the rank
+            assert _steps_by_pid(document) == {root: 1, child: CHILD_CALLS}
+            names = _process_names(document)
+            assert names[root] == f"rank {rank}"
+            assert names[child] == f"rank {rank} · SpawnProcess-1"
+            kept = job_dir / f"rank{rank}" / f"spawning_job-rank{rank}.processes"
+            assert sorted(path.name for path in kept.iterdir()) == sorted(
+                f"{pid}.json" for pid in (root, child)
+            )
+            sidecar = json.loads((job_dir / f"spawning_job-rank{rank}.ncompass.json").read_text())
+            assert [process["pid"] for process in sidecar["processes"]] == [root, child]
+        # the merged timeline keeps every rank's child on a track of its own
+        merged = json.loads((job_dir / "spawning_job-merged.json").read_text())
+        steps = _steps_by_pid(merged)
+        names = _process_names(merged)
+        assert sorted(steps.values()) == [1, 1, CHILD_CALLS, CHILD_CALLS]
+        assert sorted(names[pid] for pid in steps) == [
+            "rank 0",
+            "rank 0 · SpawnProcess-1",
+            "rank 1",
+            "rank 1 · SpawnProcess-1",
+        ]
+        # the summary printed after the fetch counts the child's calls
+        row = next(
+            line for line in said.stdout.splitlines() if line.startswith("| `stepper.step` |")
+        )
+        assert row.split("|")[2].strip() == str(CHILD_CALLS + 1), said.stdout
+
+    # summarize and breakdown of the fetched traces: every call counted, each rank known
+    rank1 = run.job_dir / "spawning_job-rank1.json"
+    summary = json.loads(_ncompass(cluster, project, "summarize", "--json", str(rank1)).stdout)
+    (marker,) = summary["structured"]["markers"]
+    assert (marker["name"], marker["calls"]) == ("stepper.step", CHILD_CALLS + 1)
+    paths = [str(run.job_dir / f"spawning_job-rank{rank}.json") for rank in (1, 0)]
+    broken_down = _ncompass(cluster, project, "breakdown", "--json", *paths)
+    assert broken_down.returncode == 0, broken_down.stderr
+    runs = json.loads(broken_down.stdout)["runs"]
+    assert sorted(runs) == ["0", "1"]
+    for rank, run_of_rank in runs.items():
+        assert [p["rank"] for p in run_of_rank["processes"]] == [int(rank), int(rank)]
+        assert run_of_rank["processes"][0]["path"].endswith(f"spawning_job-rank{rank}.json")
+
+
+def test_no_follow_passed_to_submit_profiles_only_each_rank(
+    cluster: LocalRayCluster, project: Path, tmp_path: Path
+) -> None:
+    run = _submit(
+        cluster,
+        project,
+        tmp_path,
+        "--gpus",
+        "0",
+        "--no-follow",
+        "--config",
+        "configs/stepper.yaml",
+        "spawning_job.py",
+    )
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    assert "rank 0: child exit code 0" in run.done.stdout
+    document = json.loads((run.job_dir / "spawning_job.json").read_text())
+    assert "ncompass_processes" not in document
+    assert sum(_steps_by_pid(document).values()) == 1  # the rank's own call only
+    assert not (run.job_dir / "spawning_job.processes").exists()
 
 
 def test_a_failing_job_passes_its_exit_code_and_its_logs_stay_readable(

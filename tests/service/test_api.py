@@ -60,7 +60,12 @@ def test_health_says_what_runs_and_what_is_accepted(service: BackgroundService) 
     health = answer.json()
     assert health["service"] == "ncompass" and health["api"] == 1
     assert health["provider"] == "builtin" and health["auth"] is False
-    assert health["limits"]["max_upload_bytes"] == ServiceLimits().max_upload_bytes
+    defaults = ServiceLimits()
+    assert health["limits"]["max_upload_bytes"] == defaults.max_upload_bytes
+    # every bound a client can run into is announced, the newer ones included
+    assert health["limits"]["max_inflated_bytes"] == defaults.max_inflated_bytes
+    assert health["limits"]["job_timeout_s"] == defaults.job_timeout_s
+    assert health["limits"]["workers"] == defaults.workers
     assert health["jobs"] == {"queued": 0, "running": 0, "done": 0, "failed": 0}
 
 

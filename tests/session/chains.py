@@ -39,7 +39,7 @@ PLANTED = "x = x + (torch.ones(SLOW, SLOW) @ torch.ones(SLOW, SLOW)).sum()  # pl
 SMALL = "x = x + work(FAST)"
 
 
-def chain_module(levels: int, *, dispatch_at: int | None = None, slow: int = 500) -> str:
+def chain_module(levels: int, *, dispatch_at: int | None = None, slow: int = 1000) -> str:
     """A module whose ``Model().forward(x)`` goes ``levels`` functions deep to the planted line.
 
     ``dispatch_at``: the level that calls the next through a dict of functions and a partial.

@@ -61,7 +61,7 @@ def test_on_a_cpu_only_trace_cpu_time_ranks() -> None:
 
 def test_kernel_time_goes_to_the_statement_sampled_when_it_was_launched() -> None:
     launches = gpu_launches(_record(ALEXNET, []))
-    assert launches and all(duration >= 0 for _, duration in launches)
+    assert launches and all(duration >= 0 for _, duration, _ in launches)
     middle = launches[len(launches) // 2][0]
     script = "/src/run.py"
     samples = StackSamples(
@@ -71,15 +71,15 @@ def test_kernel_time_goes_to_the_statement_sampled_when_it_was_launched() -> Non
             Frame("/src/model.py", 30, "Model.forward", 18, "model"),
         ],
         # before the middle launch the model runs line 20, from then on line 30
-        stacks=[[0, 1] if at < middle else [0, 2] for at, _ in launches],
-        times_us=[at for at, _ in launches],
+        stacks=[[0, 1] if at < middle else [0, 2] for at, _, _ in launches],
+        times_us=[at for at, _, _ in launches],
         weights_us=[10.0 for _ in launches],
     )
     profile = stack_profile(samples, script, gpu_launches_us=launches)
     assert profile.gpu
     by_line = {line.line: time.gpu_us for line, time in profile.lines.items()}
-    early = sum(d for at, d in launches if at < middle)
-    late = sum(d for at, d in launches if at >= middle)
+    early = sum(d for at, d, _ in launches if at < middle)
+    late = sum(d for at, d, _ in launches if at >= middle)
     assert abs(by_line[20] - early) < 1 and abs(by_line[30] - late) < 1
     assert profile.ranked()[0][0].line == (20 if early > late else 30)
 

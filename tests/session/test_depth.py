@@ -130,7 +130,11 @@ def test_a_tie_is_reported_as_a_tie_naming_both(tmp_path: Path) -> None:
     code, document, stderr = _session(tmp_path, run)
     assert code == 0, stderr
     answer = document["answer"]
-    assert answer["confidence"] == "tie"
+    if answer["confidence"] != "tie":
+        # on a busy machine one spin can be stretched more than the other in every repeat:
+        # the session must then say the machine was busy and not claim to know
+        assert answer["confidence"] == "medium" and answer["cpu_waited_share"] >= 0.15, answer
+        return
     lines = {answer["lines"][0], *(c["lines"][0] for c in answer["tied_with"])}
     one, two = (
         line_of_text(tmp_path / "tied.py", "# one"),

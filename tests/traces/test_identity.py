@@ -76,3 +76,30 @@ def test_merge_and_link_read_the_rank_a_followed_process_wrote(tmp_path: Path) -
     assert [entry["rank"] for entry in header["mergedRanks"]] == [0, 1]
     with pytest.raises(TraceError, match="both rank 0"):
         merge_traces([_NCCL, _NCCL], tmp_path / "twice.json")
+
+
+def test_a_run_of_one_rank_and_its_workers_is_that_rank() -> None:
+    # the merged trace of one rank of `ncompass submit` whose script started a worker
+    rank_and_worker = {
+        "ncompass_processes": [
+            {"pid": 20, "ppid": 1, "rank": 3, "role": "rank 3"},
+            {"pid": 21, "ppid": 20, "rank": 3, "role": "rank 3 · SpawnProcess-1"},
+            {"pid": 22, "ppid": 21, "rank": None, "role": "python helper.py"},
+        ]
+    }
+    assert trace_identity(rank_and_worker).rank_or(0) == 3
+    # a launcher (no rank) or processes of several ranks: the file is no one rank
+    torchrun = {
+        "ncompass_processes": [
+            {"pid": 1, "rank": None, "role": "torchrun"},
+            {"pid": 2, "ppid": 1, "rank": 0, "role": "rank 0"},
+        ]
+    }
+    assert trace_identity(torchrun).rank is None
+    nested = {
+        "ncompass_processes": [
+            {"pid": 1, "rank": 0, "role": "rank 0"},
+            {"pid": 2, "ppid": 1, "rank": 1, "role": "rank 1"},
+        ]
+    }
+    assert trace_identity(nested).rank is None

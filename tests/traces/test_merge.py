@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from ncompass.errors import TraceError
 from ncompass.traces.merge import merge_traces
+from ncompass.traces.processes import ProcessTrace, merge_processes
 from ncompass.traces.reader import TraceReader
 from tests.traces.builders import TraceBuilder, shared_trace
 
@@ -91,3 +93,61 @@ def test_empty_traces_merge_into_an_empty_valid_trace(tmp_path: Path) -> None:
 def test_no_input_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="at least one trace"):
         merge_traces([], tmp_path / "m.json")
+
+
+def followed_rank_trace(tmp_path: Path, rank: int, pids: tuple[int, int]) -> Path:
+    """What one rank of `ncompass submit` writes when its script starts a `spawn` worker: its
+    own trace and the worker's, merged as `ncompass run` merges the processes it followed."""
+    roles = (f"rank {rank}", f"rank {rank} · SpawnProcess-1")
+    traces = []
+    for pid, role, calls in zip(pids, roles, (1, 3), strict=True):
+        builder = TraceBuilder()
+        builder.metadata["baseTimeNanoseconds"] = 1_000_000
+        builder.metadata["ncompass_process"] = {"pid": pid, "rank": rank, "role": role}
+        builder.add(ph="M", name="process_name", pid=pid, tid=0, args={"name": "python"})
+        builder.add(ph="M", name="thread_name", pid=pid, tid=pid, args={"name": "MainThread"})
+        for call in range(calls):
+            builder.add(ph="X", cat="user_annotation", name="step", pid=pid, tid=pid,
+                        ts=10.0 * call, dur=5.0, args={})  # fmt: skip
+        traces.append(ProcessTrace(builder.write(tmp_path / f"{pid}.json"), pid, role))
+    processes = [
+        {"pid": pid, "ppid": 1, "rank": rank, "role": role}
+        for pid, role in zip(pids, roles, strict=True)
+    ]
+    return merge_processes(
+        traces, tmp_path / f"job-rank{rank}.json", metadata={"ncompass_processes": processes}
+    )
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_workers_of_a_rank_keep_tracks_of_their_own(tmp_path: Path, jobs: int) -> None:
+    # the same OS pids in both ranks (two nodes): the tracks still do not mix
+    ranks = [followed_rank_trace(tmp_path, rank, (300, 301)) for rank in (1, 0)]
+    out = merge_traces(ranks, tmp_path / "merged.json", jobs=jobs)
+    document = json.loads(out.read_text())
+    assert [entry["rank"] for entry in document["mergedRanks"]] == [1, 0]  # as the traces say
+    assert [entry["processes"] for entry in document["mergedRanks"]] == [
+        [{"pid": 1_000_000, "os_pid": 301, "role": "rank 1 · SpawnProcess-1"}],
+        [{"pid": 1_000_001, "os_pid": 301, "role": "rank 0 · SpawnProcess-1"}],
+    ]
+    events = document["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {
+        0: "rank 0",
+        1: "rank 1",
+        1_000_000: "rank 1 · SpawnProcess-1",
+        1_000_001: "rank 0 · SpawnProcess-1",
+    }
+    steps = Counter(e["pid"] for e in events if e.get("name") == "step")
+    assert steps == {0: 1, 1: 1, 1_000_000: 3, 1_000_001: 3}
+    sort = {
+        e["pid"]: e["args"]["sort_index"] for e in events if e.get("name") == "process_sort_index"
+    }
+    assert sort == {0: 0, 1: 1, 1_000_000: 1, 1_000_001: 0}  # each worker with its rank
+    threads = {(e["pid"], e["args"]["name"]) for e in events if e.get("name") == "thread_name"}
+    assert threads == {
+        (0, "rank 0 · MainThread"),
+        (1, "rank 1 · MainThread"),
+        (1_000_000, "MainThread"),
+        (1_000_001, "MainThread"),
+    }

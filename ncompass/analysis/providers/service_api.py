@@ -45,6 +45,10 @@ class LimitsInfo(UploadLimits):
     max_storage_bytes: int
     retention_s: float
     max_queued_jobs: int
+    # newer fields: an older service does not send them
+    max_inflated_bytes: int | None = None
+    job_timeout_s: float | None = None
+    workers: int | None = None
 
 
 class ServiceHello(BaseModel):

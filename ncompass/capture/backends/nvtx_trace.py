@@ -22,6 +22,7 @@ from ncompass import environment_variables
 from ncompass.errors import CaptureError
 
 if TYPE_CHECKING:
+    from ncompass.capture.nvtx_recorder.records import NvtxRecording
     from ncompass.capture.sidecar import SidecarExtras
 
 INJECTION_ENV = environment_variables.NVTX_INJECTION64_PATH
@@ -70,27 +71,34 @@ class RecorderCapture:
     library: Path
     recordings: Path
     name: str = "nvtx-trace"
+    windows: bool = False
 
     @classmethod
-    def create(cls, scratch: Path) -> RecorderCapture:
-        """Build the recorder if needed; recordings go to ``scratch``.
+    def create(cls, scratch: Path, *, windows: bool = False) -> RecorderCapture:
+        """Build the recorder if needed; recordings go to ``scratch``; with ``windows`` the
+        recorder keeps only what the child's recording windows hold.
 
         Raises:
             CaptureError: No C compiler, or the build failed (the message says what to do).
         """
         from ncompass.capture.nvtx_recorder import build_recorder
 
-        return cls(build_recorder(), scratch / "nvtx")
+        return cls(build_recorder(), scratch / "nvtx", windows=windows)
 
     def command(self, child: list[str]) -> list[str]:
         """The child's command line: unchanged."""
         return child
 
     def environment(self) -> dict[str, str]:
-        """``NVTX_INJECTION64_PATH`` and the recorder's output for the child."""
+        """``NVTX_INJECTION64_PATH`` and the recorder's output for the child (and, with
+        windows, the variable that starts the recorder closed)."""
         from ncompass.capture.nvtx_recorder import environment
+        from ncompass.capture.nvtx_windows import WINDOWS_VARIABLE
 
-        return environment(self.recordings, library=self.library)
+        variables = environment(self.recordings, library=self.library)
+        if self.windows:
+            variables[WINDOWS_VARIABLE] = "1"
+        return variables
 
     def write_trace(self, trace_path: Path) -> str:
         """Write the child's recordings as a Chrome trace; returns a line saying what it holds.
@@ -98,21 +106,8 @@ class RecorderCapture:
         Raises:
             TraceError: A recording cannot be read.
         """
-        from ncompass.capture.nvtx_recorder import read_recordings, to_chrome_events
-        from ncompass.traces.nsys.layout import spread_overlapping_slices
-        from ncompass.traces.writer import TraceWriter
-
-        recordings = read_recordings(self.recordings) if self.recordings.is_dir() else []
-        events = to_chrome_events(recordings)
-        spread_overlapping_slices(events)  # ranges of two domains may interleave on a thread
-        metadata: dict[str, Any] = {"schemaVersion": 1, "displayTimeUnit": "ms"}
-        if recordings:
-            base_ns = _to_wall_clock(events, recordings[0].to_realtime_ns(0))
-            metadata["baseTimeNanoseconds"] = base_ns
-        dropped = sum(recording.dropped_events for recording in recordings)
-        metadata["otherData"] = {"source": "ncompass NVTX recorder", "dropped_events": dropped}
-        with TraceWriter(trace_path, metadata=metadata) as writer:
-            writer.write_many(events)
+        recordings = self._recordings()
+        write_recordings(recordings, trace_path)
         ranges = sum(len(recording.ranges) for recording in recordings)
         marks = sum(len(recording.marks) for recording in recordings)
         note = (
@@ -121,13 +116,58 @@ class RecorderCapture:
         )
         if not ranges and not marks:
             note += " (nothing used NVTX: do the markers run, and is `nvtx` installed?)"
+        dropped = sum(recording.dropped_events for recording in recordings)
         if dropped:
             note += f"; {dropped} events dropped past NCOMPASS_NVTX_MAX_EVENTS"
         return note
 
-    def sidecar_extras(self) -> SidecarExtras:
-        """Nothing beyond the usual sidecar."""
+    def write_window_traces(self, trace_path: Path) -> tuple[str, list[Path]]:
+        """Write each recording window as ``<trace>-wN.json`` (no whole-run trace); returns a
+        line saying what was recorded, and the windows written.
+
+        Raises:
+            TraceError: A recording cannot be read.
+        """
+        from ncompass.capture.nvtx_windows import write_recorded_windows
+
+        recordings = self._recordings()
+        windows = write_recorded_windows(recordings, trace_path, write_recordings)
+        ranges = sum(len(recording.ranges) for recording in recordings)
+        note = (
+            f"NVTX recorder: {_count(ranges, 'range')} recorded in "
+            f"{_count(len(windows), 'window')}, nothing outside them"
+        )
+        dropped = sum(recording.dropped_events for recording in recordings)
+        if dropped:
+            note += f"; {dropped} events dropped past NCOMPASS_NVTX_MAX_EVENTS"
+        return note, windows
+
+    def _recordings(self) -> list[NvtxRecording]:
+        from ncompass.capture.nvtx_recorder import read_recordings
+
+        return read_recordings(self.recordings) if self.recordings.is_dir() else []
+
+    def sidecar_extras(self, trace_path: Path | None = None) -> SidecarExtras:
+        """Nothing beyond the usual sidecar (for the run's trace or a window's)."""
         return {}
+
+
+def write_recordings(recordings: list[NvtxRecording], trace_path: Path) -> None:
+    """Write recordings as one Chrome trace, on the wall clock like the PyTorch profiler's."""
+    from ncompass.capture.nvtx_recorder import to_chrome_events
+    from ncompass.traces.nsys.layout import spread_overlapping_slices
+    from ncompass.traces.writer import TraceWriter
+
+    events = to_chrome_events(recordings)
+    spread_overlapping_slices(events)  # ranges of two domains may interleave on a thread
+    metadata: dict[str, Any] = {"schemaVersion": 1, "displayTimeUnit": "ms"}
+    if recordings:
+        base_ns = _to_wall_clock(events, recordings[0].to_realtime_ns(0))
+        metadata["baseTimeNanoseconds"] = base_ns
+    dropped = sum(recording.dropped_events for recording in recordings)
+    metadata["otherData"] = {"source": "ncompass NVTX recorder", "dropped_events": dropped}
+    with TraceWriter(trace_path, metadata=metadata) as writer:
+        writer.write_many(events)
 
 
 def _count(number: int, noun: str, plural: str = "s") -> str:
@@ -152,4 +192,4 @@ def _to_wall_clock(events: list[dict[str, Any]], monotonic_to_wall_ns: int) -> i
     return base_ns
 
 
-__all__ = ["INJECTION_ENV", "NvtxTraceProfiler", "RecorderCapture"]
+__all__ = ["INJECTION_ENV", "NvtxTraceProfiler", "RecorderCapture", "write_recordings"]

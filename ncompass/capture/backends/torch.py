@@ -11,6 +11,7 @@ step aside.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import warnings
@@ -43,7 +44,8 @@ class TraceWindow:
 
 
 class TorchProfiler:
-    """One ``torch.profiler.profile`` session that writes one Chrome trace.
+    """One Kineto profiler session (what ``torch.profiler.profile`` runs) that writes one Chrome
+    trace.
 
     Args:
         output_path: Where the trace goes (``.json``; ``.json.gz`` is compressed).
@@ -90,32 +92,16 @@ class TorchProfiler:
         Raises:
             CaptureError: torch is not installed, or another torch profiler is recording.
         """
-        try:
-            import torch
-            from torch.profiler import ProfilerActivity, profile
-        except ImportError:
-            raise CaptureError(
-                "--profiler torch needs PyTorch: pip install torch (or use --profiler nvtx/none)"
-            ) from None
+        if self._profile is None:  # not prepared by a window: start up now
+            self.prepare()
+        import torch
+
         with self._lock:
             if TorchProfiler._active is not None or torch._C._autograd._profiler_enabled():
                 raise CaptureError("a torch profiler is already recording in this process")
-            if self._profile is not None:  # prepared: recording begins now, warm-up is done
-                with quiet_kineto_log():
-                    self._profile._start_trace()
-                _add_distributed_info(torch)
-            else:
-                activities = [ProfilerActivity.CPU]
-                if torch.cuda.is_available():
-                    activities.append(ProfilerActivity.CUDA)
-                self._profile = profile(
-                    activities=activities,
-                    record_shapes=self.record_shapes,
-                    profile_memory=self.profile_memory,
-                    with_stack=self.with_stack,
-                )
-                with quiet_kineto_log():
-                    self._profile.__enter__()
+            with quiet_kineto_log():
+                self._profile._start_trace()
+            _add_trace_metadata(torch, self)
             TorchProfiler._active = self
         self._kernel_origins = start_recording()
 
@@ -123,10 +109,11 @@ class TorchProfiler:
         """Start the profiler up without recording; :meth:`start` then only begins recording.
 
         A recording window prepares before it opens, so the window's first call is measured
-        like the others. This uses Kineto through ``torch.autograd.profiler.profile``:
-        ``torch.profiler.profile`` starts by asking ``hasattr(torch, "_inductor")``, which
-        imports Inductor, Dynamo, sympy and Triton (about 170 MB and a second or more) in a
-        program that may never compile anything.
+        like the others. This uses Kineto through ``torch.autograd.profiler.profile``, for the
+        whole run too: ``torch.profiler.profile`` starts by asking ``hasattr(torch,
+        "_inductor")``, which imports Inductor, Dynamo, sympy and Triton (about 170 MB and a
+        second or more, in every followed process that imports torch) in a program that may
+        never compile anything. What it adds to the trace is added by :meth:`start`.
 
         Raises:
             CaptureError: torch is not installed, or another torch profiler is recording
@@ -160,9 +147,9 @@ class TorchProfiler:
     def add_metadata(self, key: str, value: object) -> None:
         """Write ``key: value`` (JSON) at the top level of the trace; call while recording."""
         if self._profile is not None:
-            import json
+            import torch
 
-            self._profile.add_metadata_json(key, json.dumps(value))
+            torch.autograd._add_metadata_json(key, json.dumps(value))
 
     def stop_and_discard(self) -> None:
         """Stop recording without writing anything (another profiler takes over)."""
@@ -269,16 +256,30 @@ class TorchProfiler:
             )
 
 
-def _add_distributed_info(torch: Any) -> None:
-    """The trace metadata ``torch.profiler.profile`` adds and rank merging reads: the rank."""
+def _add_trace_metadata(torch: Any, profiler: TorchProfiler) -> None:
+    """The trace metadata ``torch.profiler.profile`` adds when it starts: the options recorded,
+    the rank (rank merging reads it), and its CUDA-graph workaround."""
+    for option in ("profile_memory", "with_stack", "record_shapes"):
+        if getattr(profiler, option):
+            torch.autograd._add_metadata_json(option, "1")
     distributed = sys.modules.get("torch.distributed")
-    if distributed is None or not distributed.is_available() or not distributed.is_initialized():
-        return
-    from torch.profiler.profiler import _KinetoProfile
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        from torch.profiler.profiler import _KinetoProfile
 
-    info = _KinetoProfile._get_distributed_info(None)  # type: ignore[arg-type]  # no self used
-    if info:
-        torch.autograd._add_metadata_json("distributedInfo", json.dumps(info, default=str))
+        info = _KinetoProfile._get_distributed_info(None)  # type: ignore[arg-type]  # no self used
+        if info:
+            torch.autograd._add_metadata_json("distributedInfo", json.dumps(info, default=str))
+    if _inductor_uses_cuda_graphs() and torch.cuda.is_available():
+        # torch.profiler.profile's workaround: CUPTI's teardown crashes after CUDA graphs ran
+        # (asked only of an Inductor already imported: importing it costs what prepare avoids)
+        os.environ["DISABLE_CUPTI_LAZY_REINIT"] = "1"
+        os.environ["TEARDOWN_CUPTI"] = "0"
+        torch.autograd._add_metadata_json("DISABLE_CUPTI_LAZY_REINIT", "1")
+
+
+def _inductor_uses_cuda_graphs() -> bool:
+    config = sys.modules.get("torch._inductor.config")
+    return bool(config is not None and getattr(config.triton, "cudagraphs", False))
 
 
 __all__ = ["TorchProfiler", "TraceWindow"]

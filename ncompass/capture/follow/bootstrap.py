@@ -76,6 +76,7 @@ class Followed:
         self.finished = False
         self.exit_code: int | None = None
         self.reported_exits: set[int] = set()
+        self.stops: list[Callable[[], object]] = []  # what the run's process hooks end with
 
     @property
     def records(self) -> str:
@@ -83,7 +84,8 @@ class Followed:
 
     @property
     def wants_profiler(self) -> bool:
-        return self.settings.get("profiler") == "torch" and self.settings.get("traces") is not None
+        recorded = self.settings.get("traces") or self.settings.get("windows")
+        return self.settings.get("profiler") == "torch" and recorded is not None
 
 
 _state: Followed | None = None
@@ -269,6 +271,11 @@ def start_profiler() -> None:
     state = current()
     if state is None or state.root or state.helper or state.profiler or not state.wants_profiler:
         return
+    if state.settings.get("windows") is not None:  # the run records windows: so does this one
+        from ncompass.capture.follow.windows import start_windows
+
+        start_windows(state)
+        return
     from pathlib import Path
 
     from ncompass.capture.backends import make_profiler
@@ -286,6 +293,21 @@ def start_profiler() -> None:
         path.unlink(missing_ok=True)
         raise
     state.profiler = profiler
+    start_process_hooks(state)
+
+
+def start_process_hooks(state: Followed) -> None:
+    """Call what the run asks of every process that works (the session's stack sampler): the
+    settings' ``process_hooks`` map a module to its options; its ``start_in_process(options)``
+    returns what to call when the process ends."""
+    import functools
+    import importlib
+
+    def start(module: str, options: Any) -> None:
+        state.stops.append(importlib.import_module(module).start_in_process(options))
+
+    for module, options in (state.settings.get("process_hooks") or {}).items():
+        _quietly(functools.partial(start, module, options))
 
 
 def finish(exit_code: int | None = None) -> None:
@@ -294,6 +316,8 @@ def finish(exit_code: int | None = None) -> None:
     if state is None or state.finished or state.root or state.helper:
         return
     state.finished = True
+    for stop in state.stops:
+        _quietly(stop)
     if exit_code is not None:
         state.exit_code = exit_code
     me = identity()
@@ -305,6 +329,10 @@ def finish(exit_code: int | None = None) -> None:
             trace_file = str(profiler.stop())
         except Exception as error:  # the process is ending: say why, never raise
             sys.stderr.write(f"ncompass: warning: process {state.pid} wrote no trace: {error}\n")
+    if state.settings.get("windows") is not None:
+        from ncompass.capture.follow.windows import finish_windows
+
+        me.update(finish_windows(state))  # writes the open window first
     markers: list[Any] = []
     modules: list[list[str]] = []
     if state.rewriting:

@@ -18,11 +18,11 @@ process whose trace is missing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import pickle
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -41,11 +41,13 @@ from ncompass.capture.follow.bootstrap import (
     START_SUFFIX,
     Followed,
 )
-from ncompass.capture.trace_files import claim_trace_path
+from ncompass.capture.follow.exits import why_no_trace
+from ncompass.capture.trace_files import claim_trace_path, safe_name
 from ncompass.errors import TraceError
 from ncompass.traces.processes import ProcessTrace, merge_processes
 
 if TYPE_CHECKING:
+    from ncompass.capture.recording_windows import RecordingWindows
     from ncompass.capture.run_options import RunOptions
     from ncompass.importer.registry import MarkerRecord
     from ncompass.spec.models import RewriteConfig, TargetSpec
@@ -71,12 +73,15 @@ class FollowOutcome:
         warnings: One line per process whose trace is missing.
         markers: The marker sites placed in every process (each once).
         modules: ``(name, path)`` of every module rewritten in a child.
+        window_processes: Each window trace's process list (its ``trace_file``: the
+            process's part of that window).
     """
 
     processes: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     markers: list[MarkerRecord] = field(default_factory=list)
     modules: list[tuple[str, str]] = field(default_factory=list)
+    window_processes: dict[Path, list[dict[str, Any]]] = field(default_factory=dict)
 
     def still_unplaced(self, targets: list[TargetSpec]) -> list[TargetSpec]:
         """Of the targets the run's own process never imported, those no child imported either."""
@@ -106,12 +111,23 @@ class FollowedRun:
         self.traces = traces
         self.command = command
         self.root_pid = os.getpid()
+        self.windows_stem: Path | None = None  # the run's trace name, when it records windows
 
     @classmethod
     def begin(
-        cls, config: RewriteConfig, options: RunOptions, trace_path: Path | None
+        cls,
+        config: RewriteConfig,
+        options: RunOptions,
+        trace_path: Path | None,
+        windows: RecordingWindows | None = None,
+        windows_stem: Path | None = None,
     ) -> FollowedRun:
-        """Prepare the folder the run's children read, and follow forks of this process."""
+        """Prepare the folder the run's children read, and follow forks of this process.
+
+        Args:
+            windows / windows_stem: The run's recording windows and its trace folder and name
+                (``DIR/NAME``): every process records the same windows (torch profiler only).
+        """
         # one flat folder (each directory is one more to remove): the sitecustomize, the
         # settings and the processes' records, none of the others importable
         folder = Path(tempfile.mkdtemp(prefix="ncompass-follow-"))
@@ -119,7 +135,8 @@ class FollowedRun:
         spec = folder / "spec.pickle"
         spec.write_bytes(pickle.dumps(config))
         traces = None  # made by the first child that records
-        if options.profiler == "torch" and trace_path is not None:
+        by_window = windows is not None and windows_stem is not None
+        if options.profiler == "torch" and trace_path is not None and not by_window:
             traces = processes_folder(trace_path)
         stems = {Path(target.file).stem for target in config.targets if target.file}
         settings = {
@@ -134,12 +151,29 @@ class FollowedRun:
             },
             "spec": str(spec),
             "traces": str(traces) if traces is not None else None,
+            "process_hooks": dict(options.process_hooks),
         }
+        if by_window and options.profiler == "torch" and options.recording_windows is not None:
+            from ncompass.capture.follow import windows as followed_windows
+
+            assert windows is not None and windows_stem is not None
+            stem = windows_stem.with_name(safe_name(windows_stem.name))
+            settings[followed_windows.SETTINGS_KEY] = followed_windows.window_settings(
+                options.recording_windows, _window_processes_folder(stem), time.time()
+            )
+            followed_windows.adopt_run_windows(windows)
         bootstrap.write_settings(str(folder), settings)
         command = " ".join(
             [*(["-m", options.module] if options.module else [options.script or ""]), *options.args]
         )
         run = cls(folder, traces, command)
+        if by_window and "windows" in settings:
+            run.windows_stem = stem
+            assert windows is not None and options.recording_windows is not None
+            if options.recording_windows.on_demand:
+                from ncompass.capture.follow.windows import follow_captures
+
+                follow_captures(windows, folder, functools.partial(run._merge_capture, windows))
         bootstrap.begin(Followed(str(folder), settings, root=True))
         return run
 
@@ -174,21 +208,35 @@ class FollowedRun:
     def abandon(self) -> None:
         """Stop following and remove the private folder (the per-process traces stay)."""
         bootstrap.stop_root()
+        if self.windows_stem is not None:
+            from ncompass.capture.follow.windows import adopt_run_windows
+
+            adopt_run_windows(None)
         shutil.rmtree(self.folder, ignore_errors=True)
         if self.traces is not None:
             with contextlib.suppress(OSError):
                 self.traces.rmdir()  # only when empty
 
     def finish(
-        self, root_trace: Path | None, root_markers: list[MarkerRecord], exit_code: int
+        self,
+        root_trace: Path | None,
+        root_markers: list[MarkerRecord],
+        exit_code: int,
+        windows: RecordingWindows | None = None,
     ) -> FollowOutcome:
-        """Wait for the children, merge their traces into ``root_trace``, list every process."""
+        """Wait for the children, merge their traces into ``root_trace``, list every process.
+
+        With ``windows`` (the run's own, ended), window N of every process is merged into the
+        run's ``NAME-wN.json`` instead.
+        """
         try:
             _join_multiprocessing_children()
             started, ended = self._wait_for_children()
             outcome = self._outcome(started, ended, root_trace, root_markers, exit_code)
             if root_trace is not None and self.traces is not None:
                 self._merge(root_trace, outcome)
+            if windows is not None and self.windows_stem is not None:
+                self._merge_windows(windows, outcome, ended)
             return outcome
         finally:
             self.abandon()
@@ -202,6 +250,46 @@ class FollowedRun:
             if not running or time.monotonic() > deadline:
                 return started, ended
             time.sleep(0.05)
+
+    def _merge_windows(
+        self, windows: RecordingWindows, outcome: FollowOutcome, ended: dict[int, dict[str, Any]]
+    ) -> None:
+        from ncompass.capture.follow.windows import merge_windows
+
+        assert self.windows_stem is not None
+        calls = [record.get("window_calls") or 0 for record in ended.values()]
+        lists, warnings = merge_windows(
+            self.folder,
+            windows,
+            outcome.processes,
+            _window_processes_folder(self.windows_stem),
+            self.windows_stem.parent,
+            self.windows_stem.name,
+            calls,
+        )
+        outcome.window_processes = lists
+        outcome.warnings += warnings
+        with contextlib.suppress(OSError):  # only when empty: no process recorded a window
+            _window_processes_folder(self.windows_stem).rmdir()
+
+    def _merge_capture(self, windows: RecordingWindows, number: int, trace: Path) -> None:
+        """Merge an on-demand capture as it closes (the run merges it again at its end)."""
+        from ncompass.capture.follow.windows import merge_capture
+
+        assert self.windows_stem is not None
+        started, ended = _records(self.folder, START_SUFFIX), _records(self.folder, END_SUFFIX)
+        outcome = self._outcome(started, ended, None, [], 0)
+        outcome.processes[0]["exit_code"] = None  # still running
+        merge_capture(
+            self.folder,
+            windows,
+            number,
+            trace,
+            outcome.processes,
+            _window_processes_folder(self.windows_stem),
+            _alive,
+            FINISH_GRACE_S,
+        )
 
     def _outcome(
         self,
@@ -245,7 +333,7 @@ class FollowedRun:
                 if (marker["module"], marker["id"]) not in seen:
                     seen.add((marker["module"], marker["id"]))
                     outcome.markers.append(marker)
-            if end is None:
+            if end is None and self.windows_stem is None:  # windows: see _merge_windows
                 outcome.warnings.append(_missing(pid, record, code))
         return outcome
 
@@ -274,6 +362,11 @@ class FollowedRun:
 def processes_folder(trace_path: Path) -> Path:
     """The folder beside a run's trace that keeps each process's own trace."""
     return trace_path.with_name(trace_path.stem + PROCESSES_SUFFIX)
+
+
+def _window_processes_folder(stem: Path) -> Path:
+    """``DIR/NAME.processes``: the processes' window traces (``PID-wN.json``)."""
+    return stem.with_name(stem.name + PROCESSES_SUFFIX)
 
 
 def _join_multiprocessing_children() -> None:
@@ -326,18 +419,9 @@ def _alive(pid: int) -> bool:
 
 
 def _missing(pid: int, record: dict[str, Any], code: int | None) -> str:
-    if code is None:
-        why = "it was still running when the run ended"
-    elif code < 0:
-        try:
-            why = f"it was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            why = f"it was killed by signal {-code}"
-    else:
-        why = f"it exited with code {code} before writing it (os._exit?)"
     return (
-        f"process {pid} ({record.get('role') or record.get('command')}) left no trace: {why}; "
-        "what it recorded is lost"
+        f"process {pid} ({record.get('role') or record.get('command')}) left no trace: "
+        f"{why_no_trace(code)}; what it recorded is lost"
     )
 
 

@@ -11,6 +11,19 @@
  *                             so several processes (fork, multiprocessing) never share a file.
  *   NCOMPASS_NVTX_MAX_EVENTS  events kept per process (default 8,000,000); later events are
  *                             counted as dropped.
+ *   NCOMPASS_NVTX_WINDOWS     set (to anything): record only inside recording windows, which
+ *                             ncompass_nvtx_recorder_window() opens and closes (see below).
+ *
+ * Recording windows: with NCOMPASS_NVTX_WINDOWS set the recorder starts closed and keeps
+ * nothing until ncompass_nvtx_recorder_window(N) (N > 0) opens window N; (0) closes it. The
+ * caller (ncompass.capture.nvtx_windows, through ctypes) loads this same file, so it flips the
+ * flag every NVTX copy of the process reports to. Outside a window an event costs a relaxed
+ * load of the flag (and, for push/pop, a depth count), no clock read and no memory. Only
+ * ranges that start inside a window are recorded: the pop or end of a range begun outside the
+ * current window is not kept either, so a range still open when its window closes has no end
+ * in the recording (the reader ends it at the window's close). Per thread and domain the
+ * recorder tracks the depth from which the current window's pushes start; an event budget
+ * still applies. Forked children start closed.
  *
  * Cost per event: one clock_gettime(CLOCK_MONOTONIC) (vDSO, no system call) and one store into
  * a buffer owned by the calling thread; no lock, and an allocation only when the thread's
@@ -210,6 +223,9 @@ struct nr_thread {
     size_t arena_left;
     uint64_t dropped;
     int depth[NR_DEPTH_SLOTS]; /* push/pop nesting per domain (ids >= 64 share the last slot) */
+    /* Windows: levels >= window_base[d] of domain d's stack were pushed in window_of[d]. */
+    int window_base[NR_DEPTH_SLOTS];
+    uint32_t window_of[NR_DEPTH_SLOTS];
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* guards the metadata lists */
@@ -224,6 +240,9 @@ static uint64_t g_next_range_id = 1;
 static uint64_t g_events_left; /* the event budget, taken a chunk at a time */
 static int g_written;
 static char g_output_template[4096];
+static int g_windowed;               /* NCOMPASS_NVTX_WINDOWS: record inside windows only */
+static uint32_t g_window;            /* the open window's number; 0: none is open */
+static uint64_t g_window_first_range_id; /* the first start/end id issued in the open window */
 
 static __thread struct nr_thread* t_thread;
 
@@ -430,15 +449,42 @@ static void nr_record(uint8_t kind, uint32_t domain_id, uint64_t range_id,
 
 /* ---------------------------------------------------------------- NVTX callbacks */
 
+/* The open window (0: none); with windows off, always recording (window "1"). */
+static inline uint32_t nr_window(void) {
+    return g_windowed ? __atomic_load_n(&g_window, __ATOMIC_RELAXED) : 1;
+}
+
 static int nr_push(uint32_t domain_id, const nvtx_event_attributes* attributes, const char* text) {
-    nr_record(EV_PUSH, domain_id, 0, attributes, text);
+    uint32_t window = nr_window();
     struct nr_thread* thread = t_thread;
-    return thread ? (*nr_depth(thread, domain_id))++ : 0;
+    if (window) {
+        nr_record(EV_PUSH, domain_id, 0, attributes, text);
+        thread = t_thread;
+    } else if (!thread) {
+        thread = t_thread = nr_thread_create(); /* depths are counted outside windows too */
+    }
+    if (!thread) return 0;
+    int slot = domain_id < NR_DEPTH_SLOTS ? (int)domain_id : NR_DEPTH_SLOTS - 1;
+    int depth = thread->depth[slot]++;
+    if (window && thread->window_of[slot] != window) { /* the window's first push here */
+        thread->window_of[slot] = window;
+        thread->window_base[slot] = depth;
+    }
+    return depth;
 }
 
 static int nr_pop(uint32_t domain_id) {
-    nr_record(EV_POP, domain_id, 0, NULL, NULL);
     struct nr_thread* thread = t_thread;
+    int slot = domain_id < NR_DEPTH_SLOTS ? (int)domain_id : NR_DEPTH_SLOTS - 1;
+    uint32_t window = nr_window();
+    int level = thread ? thread->depth[slot] - 1 : -1;
+    /* Kept only when its push was kept in this same window (or with windows off). */
+    if (!g_windowed || (window && thread && thread->window_of[slot] == window &&
+                        level >= thread->window_base[slot]))
+        nr_record(EV_POP, domain_id, 0, NULL, NULL);
+    else if (thread && window && thread->window_of[slot] == window &&
+             level >= 0 && level < thread->window_base[slot])
+        thread->window_base[slot] = level; /* popped below the window's pushes: they start here */
     if (!thread) return -1;
     int* depth = nr_depth(thread, domain_id);
     if (*depth <= 0) return -1;
@@ -448,8 +494,34 @@ static int nr_pop(uint32_t domain_id) {
 static nvtx_range_id nr_start(uint32_t domain_id, const nvtx_event_attributes* attributes,
                               const char* text) {
     nvtx_range_id id = __atomic_fetch_add(&g_next_range_id, 1, __ATOMIC_RELAXED);
-    nr_record(EV_START, domain_id, id, attributes, text);
+    if (nr_window()) nr_record(EV_START, domain_id, id, attributes, text);
     return id;
+}
+
+/* An end is kept when its range started in the open window (ids grow with time). */
+static void nr_end(uint32_t domain_id, nvtx_range_id id) {
+    if (!g_windowed ||
+        (nr_window() && id >= __atomic_load_n(&g_window_first_range_id, __ATOMIC_RELAXED)))
+        nr_record(EV_END, domain_id, id, NULL, NULL);
+}
+
+/* Opens recording window `number` (> 0) or closes the open one (0); returns the previous
+ * window's number. Called by ncompass through ctypes, on the thread that opens the window. */
+NR_EXPORT uint32_t ncompass_nvtx_recorder_window(uint32_t number) {
+    if (number)
+        __atomic_store_n(&g_window_first_range_id,
+                         __atomic_load_n(&g_next_range_id, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    return __atomic_exchange_n(&g_window, number, __ATOMIC_RELEASE);
+}
+
+/* Events kept so far in this process (the recorder's own count, for tests and benchmarks). */
+NR_EXPORT uint64_t ncompass_nvtx_recorder_events(void) {
+    uint64_t events = 0;
+    for (struct nr_thread* t = __atomic_load_n(&g_threads, __ATOMIC_ACQUIRE); t; t = t->next)
+        for (struct nr_chunk* c = __atomic_load_n(&t->first, __ATOMIC_ACQUIRE); c;
+             c = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE))
+            events += __atomic_load_n(&c->count, __ATOMIC_ACQUIRE);
+    return events;
 }
 
 static void MarkEx(const nvtx_event_attributes* a) { nr_record(EV_MARK, 0, 0, a, NULL); }
@@ -467,7 +539,7 @@ static nvtx_range_id RangeStartW(const wchar_t* m) {
     free(text);
     return id;
 }
-static void RangeEnd(nvtx_range_id id) { nr_record(EV_END, 0, id, NULL, NULL); }
+static void RangeEnd(nvtx_range_id id) { nr_end(0, id); }
 static int RangePushEx(const nvtx_event_attributes* a) { return nr_push(0, a, NULL); }
 static int RangePushA(const char* m) { return nr_push(0, NULL, m); }
 static int RangePushW(const wchar_t* m) {
@@ -526,7 +598,7 @@ static nvtx_range_id DomainRangeStartEx(nvtx_domain_handle d, const nvtx_event_a
     return nr_start(nr_domain_id(d), a, NULL);
 }
 static void DomainRangeEnd(nvtx_domain_handle d, nvtx_range_id id) {
-    nr_record(EV_END, nr_domain_id(d), id, NULL, NULL);
+    nr_end(nr_domain_id(d), id);
 }
 static int DomainRangePushEx(nvtx_domain_handle d, const nvtx_event_attributes* a) {
     return nr_push(nr_domain_id(d), a, NULL);
@@ -762,6 +834,7 @@ static void nr_after_fork_in_child(void) {
     g_threads = NULL;
     t_thread = NULL;
     g_written = 0;
+    g_window = 0; /* the parent's window is the parent's: a child opens its own */
 }
 
 /* Every NVTX copy in the process (the nvtx package, torch, CUDA libraries) loads this library
@@ -772,6 +845,7 @@ static void nr_setup_process(void) {
     if (output) snprintf(g_output_template, sizeof(g_output_template), "%s", output);
     const char* max_events = getenv("NCOMPASS_NVTX_MAX_EVENTS");
     g_events_left = max_events ? strtoull(max_events, NULL, 10) : NR_DEFAULT_MAX_EVENTS;
+    g_windowed = getenv("NCOMPASS_NVTX_WINDOWS") != NULL;
     pthread_atfork(nr_before_fork, nr_after_fork_in_parent, nr_after_fork_in_child);
     atexit(nr_write_output);
 }
