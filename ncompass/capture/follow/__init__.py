@@ -4,6 +4,14 @@
   children's ``PYTHONPATH``, lists the processes that ran and merges their traces.
 - :mod:`~ncompass.capture.follow.bootstrap` runs in each new interpreter (and after each fork):
   stdlib only until the process imports a target module or torch.
+- :mod:`~ncompass.capture.follow.run_sitecustomize` is the ``sitecustomize.py`` that starts it.
 """
+
+import sys as _sys
+
+# a followed process loads the bootstrap before this package (run_sitecustomize skips the
+# package's __init__ on purpose): make it this package's attribute, as an import would
+if __name__ + ".bootstrap" in _sys.modules:
+    bootstrap = _sys.modules[__name__ + ".bootstrap"]
 
 __all__: list[str] = []  # used by capture.runner through its modules; nothing public here

@@ -1,9 +1,12 @@
 """What runs in every new Python process of a followed run, from the run's ``sitecustomize``.
 
-The process starts on a fast path that imports only the standard library: a finder at the front
-of ``sys.meta_path`` watches for the first import of a target module (the specs' modules, or a
-module named like a target file) and of ``torch``. Until one comes, following costs the process
-one small JSON read and one small JSON write. Then:
+The process starts on a fast path that imports nothing: the run's ``sitecustomize`` loads this
+module from its file without the ``ncompass`` package, and this module needs only what every
+interpreter has loaded before its ``sitecustomize`` (``os``, ``sys``, ``marshal``, ``atexit``).
+A finder at the front of ``sys.meta_path`` watches for the first import of a target module (the
+specs' modules, or a module named like a target file) and of ``torch``. Until one comes,
+following costs the process one small settings read (``marshal``) and one small record write
+(JSON written by hand, so not even ``json`` is imported). Then:
 
 - a target module: the run's spec is loaded and rewrites are enabled (the usual import hook
   takes over), and with ``--profiler torch`` the profiler starts first so the markers record;
@@ -18,16 +21,19 @@ from __future__ import annotations
 
 import _thread
 import atexit
-import json
+import marshal
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
 
-from ncompass import environment_variables
+TYPE_CHECKING = False  # not typing's: importing typing costs a bare child more than all the rest
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
-FOLLOW_ENV = environment_variables.NCOMPASS_FOLLOW
-SETTINGS_FILE = "run.json"
+FOLLOW_ENV = "NCOMPASS_FOLLOW"
+"""``environment_variables.NCOMPASS_FOLLOW``, spelled here: this module imports no ncompass."""
+SETTINGS_FILE = "run.marshal"
+"""The run's settings, in ``marshal`` format: read without importing anything."""
 EXIT_PREFIX = "exit-"
 START_SUFFIX = ".start.json"
 END_SUFFIX = ".end.json"
@@ -47,7 +53,7 @@ class Followed:
 
     Attributes:
         folder: The run's follow folder (settings, process records, exit codes).
-        settings: The run's settings (``run.json``).
+        settings: The run's settings (``SETTINGS_FILE`` in the folder).
         pid: The process this state belongs to (a forked child gets its own).
         root: This is the process ``ncompass run`` runs in (it writes no record of its own).
         helper: One of multiprocessing's servers (it writes no record either).
@@ -99,9 +105,8 @@ def start() -> None:
     if not folder or _state is not None:
         return
     try:
-        with open(os.path.join(folder, SETTINGS_FILE), "rb") as stream:
-            settings = json.load(stream)
-    except (OSError, ValueError):
+        settings = read_settings(folder)
+    except (OSError, ValueError, EOFError, TypeError):
         return  # the run has ended and taken its folder with it: run untouched
     if settings.get("root_pid") == os.getpid():
         return
@@ -109,12 +114,30 @@ def start() -> None:
     begin(Followed(folder, settings, helper=any(name in command for name in _HELPERS)))
 
 
+def read_settings(folder: str) -> dict[str, Any]:
+    """The run's settings, as ``tree`` wrote them into its folder."""
+    with open(os.path.join(folder, SETTINGS_FILE), "rb") as stream:
+        settings: dict[str, Any] = marshal.load(stream)
+    if not isinstance(settings, dict):
+        raise ValueError(f"{SETTINGS_FILE} holds no settings")
+    return settings
+
+
+def write_settings(folder: str, settings: dict[str, Any]) -> None:
+    """Write the run's settings for its processes to read (plain JSON values only)."""
+    import json
+
+    plain = json.loads(json.dumps(settings))  # marshal takes no subclass (a str enum, say)
+    with open(os.path.join(folder, SETTINGS_FILE), "wb") as stream:
+        marshal.dump(plain, stream)
+
+
 def begin(state: Followed) -> None:
     """Start following in this process: write its start record, watch its imports."""
     global _state
     _state = state
     if not state.root and not state.helper:
-        _write_json(os.path.join(state.records, f"{state.pid}{START_SUFFIX}"), identity())
+        _write_record(os.path.join(state.records, f"{state.pid}{START_SUFFIX}"), identity())
         atexit.register(finish)
     hooks: dict[str, Callable[[], None]] = {
         "subprocess": _report_subprocess_exits,
@@ -324,7 +347,7 @@ def finish(exit_code: int | None = None) -> None:
         "markers": markers,
         "modules": modules,
     }
-    _write_json(os.path.join(state.records, f"{state.pid}{END_SUFFIX}"), record)
+    _write_record(os.path.join(state.records, f"{state.pid}{END_SUFFIX}"), record)
 
 
 def identity(process_name: str | None = None) -> dict[str, Any]:
@@ -453,7 +476,7 @@ def _finish_multiprocessing_children() -> None:
         if state is not None and not state.finished and not state.helper:
             # the process's name is known from here: a child killed later is named by it
             start = os.path.join(state.records, f"{state.pid}{START_SUFFIX}")
-            _quietly(lambda: _write_json(start, identity(self.name)))
+            _quietly(lambda: _write_record(start, identity(self.name)))
         code: int = original(self, *args, **kwargs)
         _quietly(lambda: finish(code))
         return code
@@ -502,17 +525,89 @@ def report_exit(pid: int, code: int | None) -> None:
     if state is None or code is None or pid in state.reported_exits:
         return
     state.reported_exits.add(pid)
-    _quietly(lambda: _write_json(os.path.join(state.folder, f"{EXIT_PREFIX}{pid}"), code))
+    _quietly(lambda: _write_record(os.path.join(state.folder, f"{EXIT_PREFIX}{pid}"), code))
 
 
-def _write_json(path: str, value: object) -> None:
+def _write_record(path: str, value: object) -> None:
+    """Write ``value`` as JSON to ``path`` at once (a reader never sees half of it)."""
     partial = f"{path}.{os.getpid()}.partial"
     try:
-        with open(partial, "w", encoding="utf-8") as stream:
-            json.dump(value, stream)
+        data = _json_text(value).encode("ascii")
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view) :]
+        finally:
+            os.close(descriptor)
         os.replace(partial, path)
     except OSError:
         pass  # the run's folder is gone: the run has ended
+
+
+def _json_text(value: object) -> str:
+    """``json.dumps(value)``, by hand for the plain values of a record, so that a process that
+    has not imported ``json`` does not import it for its records."""
+    if "json" not in sys.modules:
+        try:
+            return _plain_json(value)
+        except TypeError:
+            pass  # something json knows better (a subclass, NaN): let it say
+    import json
+
+    return json.dumps(value)
+
+
+def _plain_json(value: object) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        return str(value)
+    if type(value) is float and value == value and abs(value) != float("inf"):
+        return repr(value)
+    if type(value) is str:
+        return _json_string(value)
+    if type(value) is list or type(value) is tuple:
+        return "[" + ", ".join(_plain_json(item) for item in value) + "]"
+    if type(value) is dict and all(type(key) is str for key in value):
+        items = (f"{_json_string(key)}: {_plain_json(item)}" for key, item in value.items())
+        return "{" + ", ".join(items) + "}"
+    raise TypeError(f"not a plain JSON value: {type(value).__name__}")
+
+
+_JSON_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\b": "\\b",
+    "\f": "\\f",
+}
+
+
+def _json_string(text: str) -> str:
+    """A JSON string, ASCII only, as ``json.dumps`` writes it."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    parts = ['"']
+    for char in text:
+        code = ord(char)
+        if char in _JSON_ESCAPES:
+            parts.append(_JSON_ESCAPES[char])
+        elif 0x20 <= code < 0x7F:
+            parts.append(char)
+        elif code < 0x10000:
+            parts.append(f"\\u{code:04x}")
+        else:  # a surrogate pair, as json writes it
+            code -= 0x10000
+            parts.append(f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}")
+    parts.append('"')
+    return "".join(parts)
 
 
 def _quietly(action: Callable[[], object]) -> None:
@@ -527,14 +622,17 @@ __all__ = [
     "EXIT_PREFIX",
     "FOLLOW_ENV",
     "PROCESS_KEY",
+    "SETTINGS_FILE",
     "Followed",
     "begin",
     "current",
     "enable_run_spec",
     "finish",
     "identity",
+    "read_settings",
     "report_exit",
     "start",
     "start_profiler",
     "stop_root",
+    "write_settings",
 ]

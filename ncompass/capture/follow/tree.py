@@ -1,12 +1,13 @@
 """The run's side of following its processes: start them on the run's spec, then list and merge.
 
 While the script runs, ``NCOMPASS_FOLLOW`` names a private folder holding the run's settings,
-its merged spec and a ``sitecustomize.py``; that folder is first on ``PYTHONPATH``, so every
-new Python interpreter of the run imports it at start-up. It checks the variable, starts
-:mod:`~ncompass.capture.follow.bootstrap` and then imports the ``sitecustomize`` it hides (the
-user's own, if there is one). A ``.pth`` file would not do: Python reads ``.pth`` files only in
-site-packages folders, not in ``PYTHONPATH`` ones. Forked children are followed by an
-``os.register_at_fork`` handler instead.
+its merged spec and a ``sitecustomize.py`` (a copy of
+:mod:`~ncompass.capture.follow.run_sitecustomize`); that folder is first on ``PYTHONPATH``, so
+every new Python interpreter of the run imports it at start-up. It checks the variable, starts
+:mod:`~ncompass.capture.follow.bootstrap` without importing the ``ncompass`` package, and then
+imports the ``sitecustomize`` it hides (the user's own, if there is one). A ``.pth`` file would
+not do: Python reads ``.pth`` files only in site-packages folders, not in ``PYTHONPATH`` ones.
+Forked children are followed by an ``os.register_at_fork`` handler instead.
 
 When the script ends, :meth:`FollowedRun.finish` waits briefly for the children still writing,
 merges every trace written into the run's trace (the per-process traces stay beside it, in
@@ -37,7 +38,6 @@ from ncompass.capture.follow.bootstrap import (
     EXIT_PREFIX,
     FOLLOW_ENV,
     PROCESS_KEY,
-    SETTINGS_FILE,
     START_SUFFIX,
     Followed,
 )
@@ -59,41 +59,8 @@ PROCESSES_SUFFIX = ".processes"
 """The folder beside the run's trace that keeps each process's own trace."""
 
 
-_SITECUSTOMIZE = f'''\
-"""Written by `ncompass run`: follows the run into this process, then runs the
-sitecustomize this one hides. Does nothing unless {FOLLOW_ENV} is set."""
-import os as _os
-import sys as _sys
-
-if _os.environ.get("{FOLLOW_ENV}"):
-    try:
-        from ncompass.capture.follow import bootstrap as _bootstrap
-    except Exception:
-        _sys.stderr.write(
-            "ncompass: warning: process %d (%s) cannot import ncompass (another Python "
-            "environment?); it runs without markers or recording\\n"
-            % (_os.getpid(), " ".join(getattr(_sys, "orig_argv", None) or _sys.argv))
-        )
-    else:
-        _bootstrap.start()
-
-
-def _chain():
-    here = _os.path.dirname(_os.path.abspath(__file__))
-    saved = list(_sys.path)
-    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != here]
-    mine = _sys.modules.pop("sitecustomize", None)
-    try:
-        import sitecustomize  # noqa: F401
-    except ImportError:
-        if mine is not None:
-            _sys.modules["sitecustomize"] = mine
-    finally:
-        _sys.path[:] = saved
-
-
-_chain()
-'''
+SITECUSTOMIZE = Path(__file__).with_name("run_sitecustomize.py")
+"""The source of the ``sitecustomize.py`` in the run's folder."""
 
 
 @dataclass
@@ -164,7 +131,7 @@ class FollowedRun:
         # one flat folder (each directory is one more to remove): the sitecustomize, the
         # settings and the processes' records, none of the others importable
         folder = Path(tempfile.mkdtemp(prefix="ncompass-follow-"))
-        (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+        shutil.copyfile(SITECUSTOMIZE, folder / "sitecustomize.py")
         spec = folder / "spec.pickle"
         spec.write_bytes(pickle.dumps(config))
         traces = None  # made by the first child that records
@@ -195,7 +162,7 @@ class FollowedRun:
                 options.recording_windows, _window_processes_folder(stem), time.time()
             )
             followed_windows.adopt_run_windows(windows)
-        (folder / SETTINGS_FILE).write_text(json.dumps(settings), encoding="utf-8")
+        bootstrap.write_settings(str(folder), settings)
         command = " ".join(
             [*(["-m", options.module] if options.module else [options.script or ""]), *options.args]
         )

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ncompass.capture.spans import SpanSink, Trigger, WindowRecord
 
 SETTINGS_KEY = "windows"
-"""The key of the run's settings (``run.json``) that holds its window choice."""
+"""The key of the run's settings (``bootstrap.SETTINGS_FILE``) that holds its window choice."""
 
 POLL_INTERVAL_S = 0.05
 """How often a followed process looks for the run's captures opening and closing."""
