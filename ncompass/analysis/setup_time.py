@@ -16,6 +16,7 @@ pass (made also when only setup spans exist) and leave the operator table too.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from ncompass.analysis.setup_spans import (
     union,
 )
 from ncompass.analysis.summary_types import SetupRow
+from ncompass.traces._decode import decode_link_structs
 from ncompass.traces.events import microseconds
 from ncompass.traces.link import LinkedTrace
 from ncompass.traces.reader import TraceReader
@@ -190,14 +192,36 @@ def _inside_markers(trace: LinkedTrace, spans: list[tuple[float, float]]) -> dic
     return inside
 
 
-def _cpu_ops(trace: LinkedTrace) -> Iterator[tuple[str, float, float, Any, Any]]:
-    """Every complete CPU operator event: name, start (relative), duration, pid, tid."""
-    for batch in TraceReader(trace.path, progress=False).batches():
+def _cpu_ops(
+    trace: LinkedTrace, starting: tuple[float, float] = (-math.inf, math.inf)
+) -> Iterator[tuple[str, float, float, Any, Any]]:
+    """Every complete CPU operator event starting within ``starting`` (relative): name, start
+    (relative), duration, pid, tid.
+
+    Events are decoded into compact structs holding only the keys read here (in C, by
+    msgspec; dicts where it cannot read a batch), about a quarter less work than dicts."""
+    origin = trace.origin_us
+    low, high = starting
+    reader = TraceReader(trace.path, progress=False)
+    batches: Iterator[list[Any]] = (
+        reader.batches() if decode_link_structs is None else reader.struct_batches()
+    )
+    for batch in batches:
         for event in batch:
-            if event.get("cat") == "cpu_op" and event.get("ph") == "X":
-                start = microseconds(event.get("ts")) - trace.origin_us
-                duration = microseconds(event.get("dur"))
-                yield str(event.get("name")), start, duration, event.get("pid"), event.get("tid")
+            if type(event) is dict:
+                if event.get("cat") == "cpu_op" and event.get("ph") == "X":
+                    start = microseconds(event.get("ts")) - origin
+                    if low <= start <= high:
+                        duration = microseconds(event.get("dur"))
+                        pid, tid = event.get("pid"), event.get("tid")
+                        yield str(event.get("name")), start, duration, pid, tid
+            elif event.cat == "cpu_op" and event.ph == "X":
+                ts = event.ts
+                start = (ts if type(ts) is float else microseconds(ts)) - origin
+                if low <= start <= high:
+                    dur = event.dur
+                    duration = dur if type(dur) is float else microseconds(dur)
+                    yield str(event.name), start, duration, event.pid, event.tid
 
 
 def _compile_spans(trace: LinkedTrace, phases: frozenset[str]) -> list[tuple[float, float]]:
@@ -219,7 +243,9 @@ def _operators_inside(
     in_setup: dict[str, float] = {}
     setup_calls: dict[str, int] = {}
     first, last = setup.first, setup.last  # most operators run after setup: rejected here
-    for name, start, duration, pid, tid in _cpu_ops(trace):
+    # without compilation, only the operators that start within the setup spans matter
+    starting = (-math.inf, math.inf) if spans else (first, last)
+    for name, start, duration, pid, tid in _cpu_ops(trace, starting):
         index = bisect_right(starts, start) - 1 if starts else -1
         if index >= 0 and start + duration <= spans[index][1]:
             inside[name] = inside.get(name, 0.0) + duration

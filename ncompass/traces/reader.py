@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.errors import NcompassWarning, TraceError
-from ncompass.traces._decode import decode_link_events
+from ncompass.traces._decode import decode_link_events, decode_link_structs
 from ncompass.traces._inflate import gunzip
 from ncompass.traces._progress import byte_progress
 from ncompass.traces._scanner import EventScanner, ScanError
@@ -145,6 +145,12 @@ class TraceReader:
         only the keys trace linking reads (dicts where the fast decoder cannot read a batch, and
         everywhere when ``msgspec`` is not installed)."""
         return self._batches(EventScanner(decode_link_events))
+
+    def struct_batches(self) -> Iterator[list[Any]]:
+        """Like :meth:`batches`, but events come as compact ``LinkEvent`` structs holding only
+        the keys trace linking reads (dicts where the fast decoder cannot read a batch); plain
+        dicts everywhere when ``msgspec`` is not installed."""
+        return self._batches(EventScanner(decode_link_structs))
 
     def _batches(self, scanner: EventScanner) -> Iterator[list[Any]]:
         size = _size_of(self.path)
