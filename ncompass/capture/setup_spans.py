@@ -95,6 +95,25 @@ _ACTIVE: _Recording | None = None
 _LAST: list[SetupSpanRecord] = []
 
 
+def _never() -> bool:
+    return False
+
+
+# ``torch.compiler.is_compiling`` once torch has it. torch.compile traces a constructor called
+# inside compiled code (``self.layers[:n]`` builds a ``ModuleList``); it knows this function
+# (True while tracing), so the wrapper then runs the constructor as written, with nothing a
+# ``fullgraph=True`` compilation could break on.
+_is_compiling: Callable[[], bool] = _never
+
+
+def _look_for_the_compiler() -> None:
+    global _is_compiling
+    compiler = sys.modules.get("torch.compiler")
+    found = getattr(compiler, "is_compiling", None)
+    if callable(found):
+        _is_compiling = found
+
+
 @contextmanager
 def recording_setup_spans() -> Iterator[None]:
     """Record the program's outermost imports and model constructions while it runs."""
@@ -110,11 +129,14 @@ def recording_setup_spans() -> Iterator[None]:
         loaded = recording.timed(IMPORT, lambda: name, lambda: original(name, import_))
         if not recording.watching and _MODULE_MODULE in sys.modules:
             _watch_constructions(recording)
+        if _is_compiling is _never:
+            _look_for_the_compiler()
         return loaded
 
     bootstrap._find_and_load = find_and_load  # type: ignore[attr-defined]
     if _MODULE_MODULE in sys.modules:
         _watch_constructions(recording)
+    _look_for_the_compiler()
     try:
         yield
     finally:
@@ -158,8 +180,17 @@ def _wrap_init(recording: _Recording, cls: type) -> None:
     if not isinstance(init, FunctionType) or hasattr(init, _ORIGINAL):
         return
 
+    # no closure over the recording: torch.compile, tracing a constructor called inside
+    # compiled code, must be able to read every cell of this function (a function it can)
     @functools.wraps(init)
     def timed_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        if _is_compiling():  # traced by torch.compile: the constructor alone
+            init(self, *args, **kwargs)
+            return
+        recording = _ACTIVE
+        if recording is None:
+            init(self, *args, **kwargs)
+            return
         recording.timed(
             CONSTRUCTION, lambda: type(self).__name__, lambda: init(self, *args, **kwargs)
         )

@@ -104,3 +104,28 @@ def test_an_import_made_while_constructing_is_part_of_the_construction(modules: 
         Lazy()
     labels = [(span["kind"], span["label"]) for span in recorded_setup_spans()]
     assert labels == [("construction", "Lazy")]
+
+
+def test_a_construction_inside_fullgraph_compiled_code_still_compiles() -> None:
+    """``self.layers[:n]`` inside a compiled forward builds a ``ModuleList``: torch.compile traces
+    its (wrapped) constructor, which must hold nothing it cannot trace (Llama's forward, compiled
+    with ``fullgraph=True`` as vLLM compiles models, failed on it)."""
+
+    class Stack(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers[:2]:
+                x = layer(x)
+            return x
+
+    with recording_setup_spans():
+        model = Stack()
+        compiled = torch.compile(model, fullgraph=True, backend="eager")
+        out = compiled(torch.ones(2, 4))
+    assert torch.allclose(out, model(torch.ones(2, 4)))
+    constructed = [s["label"] for s in recorded_setup_spans() if s["kind"] == "construction"]
+    # the ModuleList built while compiled code ran is no span (torch.compile traced it)
+    assert constructed == ["Stack", "OptimizedModule"]
