@@ -12,10 +12,13 @@ ncompass' own markers do not even call NVTX outside a window
 (:func:`ncompass.runtime.nvtx_range.record_markers`): they cost an idle marker and a flag
 check; other libraries' NVTX ranges (torch's, CUDA's) meet the recorder's gate.
 
-Only ranges that start inside a window are kept (as under the torch profiler); a range still
-open at the window's close ends at the close. After the child exited, the parent writes each
-window's recording as ``<trace>-wN.json`` (:func:`write_recorded_windows`); there is no
-whole-run trace, as with ``--profiler torch``.
+Each process the run follows opens and closes its own recorder's gate, counting its own marker
+calls (:mod:`ncompass.capture.follow.windows`, with an ``NvtxWindowRange`` in place of a
+torch profiler). Only ranges that start inside a window are kept (as under the torch profiler); a
+range still open at the window's close ends at the close. After the child exited, the parent
+writes window N of every process's recording as ``<trace>-wN.json``
+(:func:`write_recorded_windows`), one track per process; there is no whole-run trace, as with
+``--profiler torch``.
 """
 
 from __future__ import annotations
@@ -124,10 +127,10 @@ def write_recorded_windows(
 
     A window's trace is the empty ``<trace>-wN.json`` the child claimed when the window
     opened, or, for a window only followed processes opened, a new file of that name (a
-    non-empty file of that name is another run's and is left alone). Every process that recorded window N (the run's own and
-    each followed one, which open their own windows) is one track of it, cut by its own
-    window's range: ranges that started inside it are kept; those still open at its close end
-    there. The window's own range is named ``recording window N``.
+    non-empty file of that name is another run's and is left alone). Every process that
+    recorded window N (the run's own and each followed one, which opens its own windows) is
+    one track of it, cut by its own window's range: ranges that started inside it are kept;
+    those still open at its close end there. The window's own range is named ``recording window N``.
 
     Args:
         recordings: The gated recordings (one per process).

@@ -450,9 +450,7 @@ def step(n):
 
 
 @pytest.mark.parametrize("parent_calls", [True, False], ids=["parent-too", "children-only"])
-def test_every_followed_process_records_its_own_window(
-    tmp_path: Path, parent_calls: bool
-) -> None:
+def test_every_followed_process_records_its_own_window(tmp_path: Path, parent_calls: bool) -> None:
     main = textwrap.dedent(TREE_MAIN).lstrip().replace("PARENT_CALLS", str(parent_calls))
     (tmp_path / "main.py").write_text(main)
     (tmp_path / "work.py").write_text(textwrap.dedent(TREE_WORK).lstrip())

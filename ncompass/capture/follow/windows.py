@@ -12,10 +12,16 @@ records with the same machinery as the run's own process
 * on demand: the run's own process says in the run's private folder when each capture opens
   and closes (:class:`BroadcastCaptures`); the others follow it (:class:`FollowedCaptures`).
 
-Each process writes window N into ``NAME.processes/PID-wN.json`` and notes it in the run's
-folder (``window-PID-N.open`` when it opens, ``window-PID-N.json`` once written). When the run
-ends, :func:`merge_windows` merges window N of every process into ``NAME-wN.json``, one track
-per process, and names each process that opened window N but never wrote it.
+Under ``--profiler nvtx-trace`` a process's span is an
+:class:`~ncompass.capture.recording_windows.NvtxWindowRange` (its own NVTX recorder's gate)
+instead of a torch profiler: nothing is written here, the run's parent cuts window N of every
+process from the recordings (:func:`ncompass.capture.nvtx_windows.write_recorded_windows`).
+
+Under ``--profiler torch`` each process writes window N into ``NAME.processes/PID-wN.json``
+and notes it in the run's folder (``window-PID-N.open`` when it opens, ``window-PID-N.json``
+once written). When the run ends, :func:`merge_windows` merges window N of every process into
+``NAME-wN.json``, one track per process, and names each process that opened window N but never
+wrote it.
 """
 
 from __future__ import annotations
