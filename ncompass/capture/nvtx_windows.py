@@ -12,10 +12,13 @@ ncompass' own markers do not even call NVTX outside a window
 (:func:`ncompass.runtime.nvtx_range.record_markers`): they cost an idle marker and a flag
 check; other libraries' NVTX ranges (torch's, CUDA's) meet the recorder's gate.
 
-Only ranges that start inside a window are kept (as under the torch profiler); a range still
-open at the window's close ends at the close. After the child exited, the parent writes each
-window's recording as ``<trace>-wN.json`` (:func:`write_recorded_windows`); there is no
-whole-run trace, as with ``--profiler torch``.
+Each process the run follows opens and closes its own recorder's gate, counting its own marker
+calls (:mod:`ncompass.capture.follow.windows`, with an ``NvtxWindowRange`` in place of a
+torch profiler). Only ranges that start inside a window are kept (as under the torch profiler); a
+range still open at the window's close ends at the close. After the child exited, the parent
+writes window N of every process's recording as ``<trace>-wN.json``
+(:func:`write_recorded_windows`), one track per process; there is no whole-run trace, as with
+``--profiler torch``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ncompass import environment_variables
+from ncompass.capture.trace_files import claim_trace_path
 
 if TYPE_CHECKING:
     from ncompass.capture.nvtx_recorder.records import NvtxRange, NvtxRecording
@@ -121,10 +125,12 @@ def write_recorded_windows(
 ) -> list[Path]:
     """Write each window of the gated recordings as ``<trace>-wN.json``.
 
-    A window is written only where the child claimed its trace (the empty ``<trace>-wN.json``
-    it made when the window opened). Ranges that started inside the window are kept; those
-    still open at its close end there. The window's own range is named
-    ``recording window N``.
+    A window's trace is the empty ``<trace>-wN.json`` the child claimed when the window
+    opened, or, for a window only followed processes opened, a new file of that name (a
+    non-empty file of that name is another run's and is left alone). Every process that
+    recorded window N (the run's own and each followed one, which opens its own windows) is
+    one track of it, cut by its own window's range: ranges that started inside it are kept;
+    those still open at its close end there. The window's own range is named ``recording window N``.
 
     Args:
         recordings: The gated recordings (one per process).
@@ -135,18 +141,22 @@ def write_recorded_windows(
         TraceError: a window's trace cannot be written.
     """
     stem = trace_path.name.removesuffix(".json")
-    written: list[tuple[int, Path]] = []
-    for recording in recordings:
+    parts: dict[int, list[NvtxRecording]] = {}
+    for recording in recordings:  # each process is cut by its own window's range
         for window in _window_ranges(recording):
             number = int(window.name[len(WINDOW_RANGE_PREFIX) :])
-            output = trace_path.with_name(f"{stem}-w{number}.json")
-            if not output.exists():
-                continue
             end = window.end_ns if window.end_ns is not None else recording.written_monotonic_ns
-            inside = _inside(recording, window.start_ns, end, number)
-            write([inside], output)
-            written.append((number, output))
-    return [output for _, output in sorted(written)]
+            parts.setdefault(number, []).append(_inside(recording, window.start_ns, end, number))
+    written: list[Path] = []
+    for number in sorted(parts):
+        output = trace_path.with_name(f"{stem}-w{number}.json")
+        if not output.exists():  # only followed processes opened it: written all the same
+            output = claim_trace_path(trace_path.parent, output.stem, exact=True)
+        elif output.stat().st_size:
+            continue  # not claimed by this run (a trace of an earlier one): left alone
+        write(parts[number], output)
+        written.append(output)
+    return written
 
 
 def _window_ranges(recording: NvtxRecording) -> list[NvtxRange]:

@@ -412,3 +412,74 @@ def test_ctrl_c_inside_a_window_still_writes_it(tmp_path: Path) -> None:
     names = _names(tmp_path / "traces" / "nv-w1.json")
     assert [name for name in names if name.startswith("tag.")] == ["tag.8", "tag.9"]
     assert (tmp_path / "traces" / "nv-w1.ncompass.json").exists()
+
+
+TREE_MAIN = """
+import multiprocessing
+import sys
+
+import work
+
+
+def child(calls):
+    for n in range(1, calls + 1):
+        work.step(n)
+
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("spawn")
+    calls = int(sys.argv[1])
+    children = [context.Process(target=child, args=(calls,)) for _ in (1, 2)]
+    for process in children:
+        process.start()
+    if PARENT_CALLS:
+        child(calls)
+    for process in children:
+        process.join()
+"""
+
+TREE_WORK = """
+def tag(n):
+    return n
+
+
+def step(n):
+    tag(n)
+    return n
+"""
+
+
+@pytest.mark.parametrize("parent_calls", [True, False], ids=["parent-too", "children-only"])
+def test_every_followed_process_records_its_own_window(tmp_path: Path, parent_calls: bool) -> None:
+    main = textwrap.dedent(TREE_MAIN).lstrip().replace("PARENT_CALLS", str(parent_calls))
+    (tmp_path / "main.py").write_text(main)
+    (tmp_path / "work.py").write_text(textwrap.dedent(TREE_WORK).lstrip())
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            targets:
+              - module: work
+                functions:
+                  - qualname: step
+                    name: step
+                  - qualname: tag
+                    name: "tag.{n}"
+            """
+        )
+    )
+    done = _cli(tmp_path, spec, tmp_path / "main.py", "--window", "step:4:3", "12")
+    assert "never opened" not in done.stderr
+    trace = json.loads((tmp_path / "traces" / "nv-w1.json").read_text())
+    events = trace["traceEvents"]
+    tags: dict[int, list[str]] = {}
+    for event in sorted(events, key=lambda e: e.get("ts", 0)):
+        if event.get("ph") in ("X", "b") and event["name"].startswith("tag."):
+            tags.setdefault(event["pid"], []).append(event["name"])
+    assert len(tags) == 2 + parent_calls, "each process that calls the step is its own track"
+    assert all(names == ["tag.4", "tag.5", "tag.6"] for names in tags.values()), tags
+    windows = [e for e in events if e.get("name") == "recording window 1" and e["ph"] in "Xb"]
+    assert sorted(e["pid"] for e in windows) == sorted(tags)
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert sum("multiprocessing" in names.get(pid, "") for pid in tags) == 2, names

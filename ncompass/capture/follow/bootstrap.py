@@ -84,9 +84,15 @@ class Followed:
 
     @property
     def wants_profiler(self) -> bool:
-        recorded = self.settings.get("traces") or self.settings.get("windows")
-        return self.settings.get("profiler") == "torch" and recorded is not None
+        profiler = self.settings.get("profiler")
+        if self.settings.get("windows") is not None:
+            return profiler in WINDOW_PROFILERS
+        return profiler == "torch" and self.settings.get("traces") is not None
 
+
+WINDOW_PROFILERS = ("torch", "nvtx-trace")
+"""The profilers whose recording windows every followed process records on its own (under
+``nvtx-trace`` each opens and closes its own NVTX recorder's gate)."""
 
 _state: Followed | None = None
 
@@ -623,6 +629,7 @@ __all__ = [
     "FOLLOW_ENV",
     "PROCESS_KEY",
     "SETTINGS_FILE",
+    "WINDOW_PROFILERS",
     "Followed",
     "begin",
     "current",

@@ -26,7 +26,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,6 +112,7 @@ class FollowedRun:
         self.command = command
         self.root_pid = os.getpid()
         self.windows_stem: Path | None = None  # the run's trace name, when it records windows
+        self.windows_followed = False  # its children record the run's windows too
 
     @classmethod
     def begin(
@@ -126,7 +127,8 @@ class FollowedRun:
 
         Args:
             windows / windows_stem: The run's recording windows and its trace folder and name
-                (``DIR/NAME``): every process records the same windows (torch profiler only).
+                (``DIR/NAME``): every process records the same windows (``--profiler torch``
+                and ``nvtx-trace``).
         """
         # one flat folder (each directory is one more to remove): the sitecustomize, the
         # settings and the processes' records, none of the others importable
@@ -153,7 +155,8 @@ class FollowedRun:
             "traces": str(traces) if traces is not None else None,
             "process_hooks": dict(options.process_hooks),
         }
-        if by_window and options.profiler == "torch" and options.recording_windows is not None:
+        windowed = options.profiler in bootstrap.WINDOW_PROFILERS
+        if by_window and windowed and options.recording_windows is not None:
             from ncompass.capture.follow import windows as followed_windows
 
             assert windows is not None and windows_stem is not None
@@ -168,12 +171,16 @@ class FollowedRun:
         )
         run = cls(folder, traces, command)
         if by_window and "windows" in settings:
-            run.windows_stem = stem
             assert windows is not None and options.recording_windows is not None
+            run.windows_followed = True
+            merge: Callable[[int, Path], object] = _nothing_to_merge
+            if options.profiler == "torch":  # nvtx-trace: the parent cuts them from recordings
+                run.windows_stem = stem
+                merge = functools.partial(run._merge_capture, windows)
             if options.recording_windows.on_demand:
                 from ncompass.capture.follow.windows import follow_captures
 
-                follow_captures(windows, folder, functools.partial(run._merge_capture, windows))
+                follow_captures(windows, folder, merge)
         bootstrap.begin(Followed(str(folder), settings, root=True))
         return run
 
@@ -208,7 +215,7 @@ class FollowedRun:
     def abandon(self) -> None:
         """Stop following and remove the private folder (the per-process traces stay)."""
         bootstrap.stop_root()
-        if self.windows_stem is not None:
+        if "ncompass.capture.follow.windows" in sys.modules:  # the run recorded windows
             from ncompass.capture.follow.windows import adopt_run_windows
 
             adopt_run_windows(None)
@@ -237,6 +244,11 @@ class FollowedRun:
                 self._merge(root_trace, outcome)
             if windows is not None and self.windows_stem is not None:
                 self._merge_windows(windows, outcome, ended)
+            elif windows is not None and self.windows_followed:  # nvtx-trace: cut by the parent
+                from ncompass.capture.follow.windows import settle_never_opened
+
+                calls = [record.get("window_calls") or 0 for record in ended.values()]
+                settle_never_opened(self.folder, windows, len(outcome.processes), calls)
             return outcome
         finally:
             self.abandon()
@@ -357,6 +369,10 @@ class FollowedRun:
                 f"{root_trace}, the others are in {self.traces}"
             )
             shutil.copyfile(own, root_trace)
+
+
+def _nothing_to_merge(number: int, trace: Path) -> None:
+    """A capture's parts are cut from the NVTX recordings once the run has ended."""
 
 
 def processes_folder(trace_path: Path) -> Path:

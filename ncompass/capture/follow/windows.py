@@ -12,10 +12,16 @@ records with the same machinery as the run's own process
 * on demand: the run's own process says in the run's private folder when each capture opens
   and closes (:class:`BroadcastCaptures`); the others follow it (:class:`FollowedCaptures`).
 
-Each process writes window N into ``NAME.processes/PID-wN.json`` and notes it in the run's
-folder (``window-PID-N.open`` when it opens, ``window-PID-N.json`` once written). When the run
-ends, :func:`merge_windows` merges window N of every process into ``NAME-wN.json``, one track
-per process, and names each process that opened window N but never wrote it.
+Under ``--profiler nvtx-trace`` a process's span is an
+:class:`~ncompass.capture.recording_windows.NvtxWindowRange` (its own NVTX recorder's gate)
+instead of a torch profiler: nothing is written here, the run's parent cuts window N of every
+process from the recordings (:func:`ncompass.capture.nvtx_windows.write_recorded_windows`).
+
+Under ``--profiler torch`` each process writes window N into ``NAME.processes/PID-wN.json``
+and notes it in the run's folder (``window-PID-N.open`` when it opens, ``window-PID-N.json``
+once written). When the run ends, :func:`merge_windows` merges window N of every process into
+``NAME-wN.json``, one track per process, and names each process that opened window N but never
+wrote it.
 """
 
 from __future__ import annotations
@@ -258,6 +264,7 @@ class ProcessWindows:
         self.folder = Path(state.folder)
         self.traces = Path(settings["traces"])
         self._profiler_options: dict[str, Any] = dict(state.settings.get("profiler_options") or {})
+        self._nvtx = state.settings.get("profiler") == "nvtx-trace"  # the recorder's gate
         self._numbers: list[int] = []
         self._pending: int | None = None
         self._noted = 0
@@ -267,7 +274,12 @@ class ProcessWindows:
         self.windows: RecordingWindows | None = None
         if trigger is not None:
             self.windows = RecordingWindows(
-                trigger, self._make_backend, self.traces, str(self.pid), claims_traces=False
+                trigger,
+                self._make_backend,
+                self.traces,
+                str(self.pid),
+                marks_only=self._nvtx,
+                claims_traces=False,
             )
 
     def _trigger(self, settings: dict[str, Any], inherited: MarkerWindows | None) -> Trigger | None:
@@ -357,6 +369,10 @@ class ProcessWindows:
         from ncompass.capture.backends import make_profiler
 
         run_number = self._pending if self._pending is not None else number
+        if self._nvtx:  # the run's parent cuts this process's window from its recording
+            from ncompass.capture.recording_windows import NvtxWindowRange, window_range_name
+
+            return NvtxWindowRange(window_range_name(run_number), run_number)
         path = claim_trace_path(self.traces, f"{self.pid}-w{run_number}")
         self._claimed.append(path)
         return make_profiler("torch", path, **self._profiler_options)
@@ -421,6 +437,10 @@ def _drop(windows: RecordingWindows) -> MarkerWindows | None:
         if discard is not None:
             with contextlib.suppress(Exception):  # a prepared profiler was never started
                 discard()
+    if windows.marks_only and span is not None:  # the parent's NVTX window: not this one's
+        from ncompass.capture.nvtx_windows import close_recorder_window
+
+        close_recorder_window()
     trigger = windows.trigger
     if isinstance(trigger, _Counting):
         trigger = trigger._trigger
@@ -532,6 +552,20 @@ def merge_windows(
             warnings.append(warning)
     windows.spans.sort(key=lambda recorded: recorded.window["number"])
     return lists, warnings
+
+
+def settle_never_opened(
+    run_folder: Path, windows: RecordingWindows, processes: int, window_calls: list[int]
+) -> None:
+    """Say "never opened" only when no process of the run opened a window (the run's windows
+    are cut from each process's recording by the parent: ``--profiler nvtx-trace``)."""
+    if processes < 2:
+        return
+    written, lost = _window_records(run_folder)
+    if written or lost:
+        windows.warning = None  # some process opened a window
+    elif windows.warning is not None and isinstance(windows.trigger, MarkerWindows):
+        windows.warning = _never_opened(windows.trigger, processes, window_calls)
 
 
 def _window_records(
@@ -658,6 +692,7 @@ __all__ = [
     "follow_captures",
     "merge_capture",
     "merge_windows",
+    "settle_never_opened",
     "start_windows",
     "window_settings",
 ]
