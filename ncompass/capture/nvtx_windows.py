@@ -80,6 +80,21 @@ _gate: RecorderGate | None = None
 _looked_up = False
 
 
+def write_recorder_output() -> None:
+    """Have the recorder attached to this process write its recording now (a process leaving
+    through ``os._exit``, as ``multiprocessing`` children do, runs no exit handler)."""
+    library = os.environ.get(environment_variables.NVTX_INJECTION64_PATH)
+    if not library:
+        return
+    try:
+        write = ctypes.CDLL(library).ncompass_nvtx_recorder_write
+    except (OSError, AttributeError):
+        return  # another NVTX tool (nsys): it keeps its own recording
+    write.argtypes = []
+    write.restype = None
+    write()
+
+
 def recorder_gate() -> RecorderGate | None:
     """The gate of the recorder attached to this process with windows, else None (no
     recorder, a recorder recording the whole run, or another NVTX tool such as nsys)."""

@@ -427,7 +427,7 @@ def child(calls):
 
 
 if __name__ == "__main__":
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("START_METHOD")
     calls = int(sys.argv[1])
     children = [context.Process(target=child, args=(calls,)) for _ in (1, 2)]
     for process in children:
@@ -452,6 +452,7 @@ def step(n):
 @pytest.mark.parametrize("parent_calls", [True, False], ids=["parent-too", "children-only"])
 def test_every_followed_process_records_its_own_window(tmp_path: Path, parent_calls: bool) -> None:
     main = textwrap.dedent(TREE_MAIN).lstrip().replace("PARENT_CALLS", str(parent_calls))
+    main = main.replace("START_METHOD", "spawn")
     (tmp_path / "main.py").write_text(main)
     (tmp_path / "work.py").write_text(textwrap.dedent(TREE_WORK).lstrip())
     spec = tmp_path / "spec.yaml"
@@ -483,3 +484,28 @@ def test_every_followed_process_records_its_own_window(tmp_path: Path, parent_ca
     assert sorted(e["pid"] for e in windows) == sorted(tags)
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert sum("multiprocessing" in names.get(pid, "") for pid in tags) == 2, names
+
+
+def test_forked_children_leave_their_recording_under_nvtx_trace(tmp_path: Path) -> None:
+    """A ``fork`` child of ``multiprocessing`` leaves through ``os._exit``, which runs no exit
+    handler, so the recorder never wrote its ranges; the follower now has it write them when
+    the child's work returns (whole run, no window)."""
+    main = textwrap.dedent(TREE_MAIN).lstrip().replace("PARENT_CALLS", "False")
+    (tmp_path / "main.py").write_text(main.replace("START_METHOD", "fork"))
+    (tmp_path / "work.py").write_text(textwrap.dedent(TREE_WORK).lstrip())
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("version: 1\ntargets:\n  - module: work\n    functions:\n"
+                    "      - qualname: step\n        name: step\n")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "ncompass", "run", "-c", str(spec), "-o", "traces",
+         "--trace-name", "nv", "--profiler", "nvtx-trace", str(tmp_path / "main.py"), "4"],
+        capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY)}, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    events = json.loads((tmp_path / "traces" / "nv.json").read_text())["traceEvents"]
+    steps: dict[int, int] = {}
+    for event in events:
+        if event.get("name") == "step" and event.get("ph") in ("X", "b"):
+            steps[event["pid"]] = steps.get(event["pid"], 0) + 1
+    assert sorted(steps.values()) == [4, 4], steps  # each forked child, on its own track

@@ -339,6 +339,10 @@ def finish(exit_code: int | None = None) -> None:
         from ncompass.capture.follow.windows import finish_windows
 
         me.update(finish_windows(state))  # writes the open window first
+    if state.settings.get("profiler") == "nvtx-trace":  # a multiprocessing child runs no
+        from ncompass.capture.nvtx_windows import write_recorder_output  # exit handler
+
+        _quietly(write_recorder_output)
     markers: list[Any] = []
     modules: list[list[str]] = []
     if state.rewriting:

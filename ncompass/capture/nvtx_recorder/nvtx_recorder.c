@@ -823,6 +823,11 @@ static void nr_write_output(void) {
         fprintf(stderr, "ncompass nvtx recorder: cannot write %s: %s\n", path, strerror(errno));
 }
 
+/* Writes this process's recording now (once; later calls and the exit handler do nothing).
+ * A multiprocessing child leaves through os._exit, which runs no exit handler: ncompass calls
+ * this, through ctypes, when the child's work has returned. */
+NR_EXPORT void ncompass_nvtx_recorder_write(void) { nr_write_output(); }
+
 /* fork() while another thread holds g_lock would leave the child's copy locked forever, so the
  * lock is held across fork. Only the calling thread survives in the child and the parent's
  * events belong to the parent: the child starts an empty recording ("%p" in the output path
