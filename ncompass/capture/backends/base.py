@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from ncompass.errors import CaptureError
-
-PROFILERS = ("torch", "nvtx", "nvtx-trace", "none")
+from ncompass.capture.backends.kinds import PROFILERS, kind_of
 
 
 class ProfilerBackend(Protocol):
@@ -59,11 +57,10 @@ def make_profiler(
         from ncompass.capture.backends.nvtx_trace import NvtxTraceProfiler
 
         return NvtxTraceProfiler(output_path)
-    if name == "none":
-        from ncompass.capture.backends.none import NoProfiler
+    kind_of(name)  # raises for an unknown name
+    from ncompass.capture.backends.none import NoProfiler
 
-        return NoProfiler()
-    raise CaptureError(f"unknown profiler {name!r}; choose one of {', '.join(PROFILERS)}")
+    return NoProfiler()
 
 
 __all__ = ["PROFILERS", "ProfilerBackend", "make_profiler"]
