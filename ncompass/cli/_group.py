@@ -94,4 +94,7 @@ def ncompass_cli(ctx: click.Context, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ncompass`` console script and ``python -m ncompass``."""
+    from ncompass.cli._warnings import show_own_warnings_as_lines
+
+    show_own_warnings_as_lines()
     ncompass_cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="ncompass")
