@@ -131,12 +131,26 @@ def _place(
         reason = error.detail
         if isinstance(marker, RangeMarker):
             reason += _closest_lines(source, marker)
+        elif isinstance(marker, FunctionMarker) and reason.startswith("no function"):
+            reason += _likeliest_functions(source, marker.qualname)
         update.unplaced.append(Unplaced(name, marker.line, reason))
         return
     if isinstance(marker, RangeMarker) and marker.line is not None and plan.sites:
         site = plan.sites[0]
         if (site.start_line, site.end_line) != tuple(marker.lines):
             update.lines[marker.line] = (site.start_line, site.end_line)
+
+
+def _likeliest_functions(source: SourceModule, qualname: str, most: int = 6) -> str:
+    """`` (functions of M now, likeliest first: a, b)``: a renamed function is among them."""
+    import difflib
+
+    from ncompass.rewrite.statements import StatementIndex
+
+    names = [scope.qualname for scope in StatementIndex(source).functions()]
+    ratio = {n: difflib.SequenceMatcher(None, qualname, n).ratio() for n in names}
+    likeliest = sorted(names, key=lambda n: -ratio[n])[:most]
+    return f" (functions of {source.label} now, likeliest first: {', '.join(likeliest)})"
 
 
 def _closest_lines(source: SourceModule, marker: RangeMarker) -> str:
