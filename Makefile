@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard ncompass/*/_*.c ncompass/
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_PIN)"
 	$(PY) -m pip install --quiet -e '.[dev,server,remote,kernels]'
-	$(PY) -m pip install --quiet --no-deps --target $(TRANSFORMERS_OLD) $(TRANSFORMERS_OLD_PINS)
+	$(PY) -m pip install --quiet --no-deps --upgrade --target $(TRANSFORMERS_OLD) $(TRANSFORMERS_OLD_PINS)
 	touch $@
 
 # --force-overwrite: `ncompass run` refuses to replace an existing trace unless told to, and a
