@@ -6,6 +6,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
+# the 4.x line of transformers beside the newest one (which pyproject.toml pins): the 4.x
+# sections of rewrites/transformers/*.yaml are tested with it on PYTHONPATH
+# (tests/rewrites/test_rewrite_specs.py); its own huggingface-hub and tokenizers
+TRANSFORMERS_OLD ?= $(VENV)/transformers-4.49
+TRANSFORMERS_OLD_PINS ?= transformers==4.49.0 huggingface-hub==0.36.2 tokenizers==0.21.4
 
 .PHONY: setup demo test lint typecheck layers unit browser-test bench gpu-check clean
 
@@ -16,6 +21,7 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard ncompass/*/_*.c ncompass/
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_PIN)"
 	$(PY) -m pip install --quiet -e '.[dev,server,remote,kernels]'
+	$(PY) -m pip install --quiet --no-deps --upgrade --target $(TRANSFORMERS_OLD) $(TRANSFORMERS_OLD_PINS)
 	touch $@
 
 # --force-overwrite: `ncompass run` refuses to replace an existing trace unless told to, and a

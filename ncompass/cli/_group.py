@@ -23,7 +23,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "Record a running `ncompass run --on-demand` now.",
     ),
     "rewrite": ("ncompass.cli._rewrite:rewrite_command", "Show the rewritten source of a target."),
-    "spec": ("ncompass.cli._spec:spec_group", "Validate and migrate target specs."),
+    "spec": ("ncompass.cli._spec:spec_group", "Validate, update and migrate target specs."),
     "summarize": ("ncompass.cli._traces:summarize_command", "Summarize where a trace's time went."),
     "breakdown": ("ncompass.cli._traces:breakdown_command", "Temporal and kernel-type breakdown."),
     "filter": ("ncompass.cli._traces:filter_command", "Keep markers and what they launched."),
@@ -94,4 +94,7 @@ def ncompass_cli(ctx: click.Context, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ncompass`` console script and ``python -m ncompass``."""
+    from ncompass.cli._warnings import show_own_warnings_as_lines
+
+    show_own_warnings_as_lines()
     ncompass_cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="ncompass")

@@ -14,7 +14,7 @@ from ncompass.spec.file_format import SpecProblems
 
 @click.group("spec")
 def spec_group() -> None:
-    """Validate and migrate target specs."""
+    """Validate, update and migrate target specs."""
 
 
 @spec_group.command("validate")
@@ -58,6 +58,63 @@ def validate_command(specs: tuple[Path, ...], paths: tuple[str, ...]) -> None:
                 click.echo(f"      note: {note}")
     if failures:
         raise SystemExit(2)
+
+
+@spec_group.command("update")
+@click.argument("spec", type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Write the updated spec here (default: update SPEC in place).",
+)
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option(
+    "--path", "-p", "paths", multiple=True, type=click.Path(file_okay=False), help=SEARCH_PATH_HELP
+)
+def update_command(spec: Path, output: Path | None, force: bool, paths: tuple[str, ...]) -> None:
+    """Carry SPEC over to the installed version of the code it targets.
+
+    Every marker is placed again in the installed source: ranges by their anchors, functions
+    and calls by name. The new spec is SPEC with only `lines:`, `sha256:` and `requires:`
+    rewritten (comments stay). When a marker cannot be placed, nothing is written: the
+    markers are listed with the closest names, and the command exits 2.
+    """
+    from ncompass.cli._report_file import write_report
+    from ncompass.importer.spec_update import plan_update, updated_text
+    from ncompass.spec.models import RewriteConfig
+
+    extend_search_path(paths)
+    config = RewriteConfig.from_yaml(spec)
+    target = output or spec
+    if output is not None and output.exists() and not force:
+        raise SpecError(f"{output} exists; choose another name or pass --force to replace it")
+    updates = plan_update(config)
+    unplaced = [miss for update in updates for miss in update.unplaced]
+    for miss in unplaced:
+        where = f"{spec}:{miss.line}" if miss.line is not None else str(spec)
+        click.secho(f"✗ {where}: {miss.name}: {miss.reason}", fg="red", err=True)
+    if unplaced:
+        click.echo(
+            f"{spec}: not updated: {_count(len(unplaced), 'marker')} cannot be placed in the "
+            "installed source; fix or remove them, then run `ncompass spec update` again",
+            err=True,
+        )
+        raise SystemExit(2)
+    for update in updates:
+        moved = len(update.lines)
+        what = [f"{_count(moved, 'range')} moved"] if moved else []
+        if update.requires is not None:
+            what.append(f"requires {update.requires}")
+        if update.sha256 != update.target.sha256:
+            what.append(f"sha256 of {update.source}")
+        click.echo(f"    {update.target.label}: {', '.join(what) or 'unchanged'}")
+    if not any(update.changed for update in updates) and output is None:
+        click.echo(f"{spec}: already matches the installed source")
+        return
+    text = updated_text(spec.read_text(encoding="utf-8"), updates)
+    write_report(target, text, [spec] if output is not None else [])  # in place: SPEC itself
+    click.echo(f"wrote {target}")
 
 
 @spec_group.command("migrate")

@@ -13,6 +13,7 @@ import builtins
 import itertools
 import os
 import runpy
+import shutil
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -50,7 +51,7 @@ def run_script(path: str, args: list[str]) -> ScriptOutcome:
         ScriptNotFoundError: the file does not exist.
         SpecError / RewriteError: the spec targets the script and does not match it.
     """
-    check_script(path)
+    path = script_path(path)
     real = os.path.realpath(path)
     absolute = os.path.abspath(path)  # Python's __main__.__file__ (not symlink-resolved)
     main = ModuleType("__main__")
@@ -68,10 +69,36 @@ def run_script(path: str, args: list[str]) -> ScriptOutcome:
 
 
 def check_script(path: str) -> None:
-    """Raise :class:`ScriptNotFoundError` unless ``path`` is a file (checked before a profiler
-    starts, so a typo costs no profiler start-up and leaves no empty trace)."""
-    if not os.path.isfile(path):
-        raise ScriptNotFoundError(f"{path}: no such script; check the path (or use -m MODULE)")
+    """Raise :class:`ScriptNotFoundError` unless ``path`` is a file or a Python launcher on
+    ``PATH`` (checked before a profiler starts, so a typo costs no profiler start-up and leaves
+    no empty trace)."""
+    script_path(path)
+
+
+def script_path(path: str) -> str:
+    """The file to run for ``path``: the file itself, or for a bare name that is no file here a
+    Python entry point on ``PATH`` (``torchrun``, ``accelerate``, ``deepspeed``: a small script
+    whose first line names a Python interpreter), run as that launcher runs.
+
+    Raises:
+        ScriptNotFoundError: neither.
+    """
+    if os.path.isfile(path):
+        return path
+    launcher = shutil.which(path) if os.sep not in path else None
+    if launcher is not None and _is_python_script(launcher):
+        return launcher
+    hint = "" if launcher is None else f" ({launcher} on PATH is not a Python script)"
+    raise ScriptNotFoundError(f"{path}: no such script{hint}; check the path (or use -m MODULE)")
+
+
+def _is_python_script(path: str) -> bool:
+    try:
+        with open(path, "rb") as file:
+            first = file.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
 
 
 def run_module(name: str, args: list[str]) -> ScriptOutcome:

@@ -30,26 +30,35 @@ class TargetTable:
     """A spec indexed for the import hook's fast path.
 
     Args:
-        config: The spec. Targets whose ``requires:`` is unmet are dropped with a warning.
+        config: The spec. Targets whose ``requires:`` is unmet are dropped, with a warning
+            when no other target of the same module or file fits the installed version (a spec
+            may hold one section per version of a library).
+
+    Attributes:
+        skipped: The modules (or files) no target fits, each with why its targets were skipped.
     """
 
     def __init__(self, config: RewriteConfig) -> None:
         self.config = config
         by_module: dict[str, list[TargetSpec]] = {}
         by_file: dict[str, list[TargetSpec]] = {}
+        unmet: dict[tuple[str | None, str | None], list[str]] = {}
         for target in config.targets:
             reason = unmet_requirement(target.requires)
             if reason is not None:
-                warnings.warn(
-                    f"ncompass: skipping target {target.label}: {reason}",
-                    SkippedTargetWarning,
-                    stacklevel=3,
-                )
-                continue
-            if target.module is not None:
+                unmet.setdefault((target.module, target.file), []).append(reason)
+            elif target.module is not None:
                 by_module.setdefault(target.module, []).append(target)
             elif target.file is not None:
                 by_file.setdefault(_real(target.file), []).append(target)
+        # one section per version of the same code: only a module no section fits is skipped
+        self.skipped = [
+            (module or file or "?", reasons)
+            for (module, file), reasons in unmet.items()
+            if not (module in by_module or (file is not None and _real(file) in by_file))
+        ]
+        for label, reasons in self.skipped:
+            warnings.warn(_skipped_message(config, label, reasons), SkippedTargetWarning, 3)
         self.by_module = {name: self._entry(ts) for name, ts in by_module.items()}
         self.by_file = {path: self._entry(ts) for path, ts in by_file.items()}
         # A module name can only be a file target if its last part is the file's stem
@@ -81,6 +90,16 @@ class TargetTable:
     def may_be_file_target(self, module_name: str) -> bool:
         """Cheap pre-check before resolving a module's path."""
         return bool(self.file_stems) and module_name.rpartition(".")[2] in self.file_stems
+
+
+def _skipped_message(config: RewriteConfig, label: str, reasons: list[str]) -> str:
+    """``ncompass: SPEC: skipping target T: why; how to carry the spec over``."""
+    where = f"{config.path}: " if config.path is not None else ""
+    message = f"ncompass: {where}skipping target {label}: {'; '.join(dict.fromkeys(reasons))}"
+    other_version = any("is installed, the spec requires" in reason for reason in reasons)
+    if other_version and config.path is not None:
+        message += f"; `ncompass spec update {config.path} -o NEW.yaml` carries it over"
+    return message
 
 
 def _real(path: str | os.PathLike[str]) -> str:

@@ -197,6 +197,10 @@ def scaled_dot_product_attention(
         return CUSTOM_OPS.scaled_dot_product_attention(
             query, key, value, attn_mask, float(dropout_p), bool(is_causal), scale, enable_gqa
         )
+    if enable_gqa and query.dim() == 4 and key.dim() == 4 and value.dim() == 4:
+        grouped = _grouped_heads(query, key), _grouped_heads(query, value)
+        if all(states.shape[-3] == query.shape[-3] for states in grouped):
+            (key, value), enable_gqa = grouped, False
     return _dispatch(
         "scaled_dot_product_attention",
         (query, key, value, attn_mask),
@@ -209,6 +213,16 @@ def scaled_dot_product_attention(
         ),
         lambda out: out.reshape(query.shape) if query.dim() == 3 else out,
     )
+
+
+def _grouped_heads(query: Any, states: Any) -> Any:
+    """``states`` (key or value) with each of its heads repeated for the query heads that share
+    it, as ``enable_gqa=True`` means (transformers 5 passes it instead of repeating them itself);
+    unchanged when the head counts do not divide (the fallback then says why)."""
+    heads, groups = query.shape[-3], states.shape[-3]
+    if groups == heads or groups == 0 or heads % groups:
+        return states
+    return states.repeat_interleave(heads // groups, dim=-3)
 
 
 def _rows(input: Any) -> Any:

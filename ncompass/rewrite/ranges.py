@@ -82,20 +82,27 @@ def relocate(
         return Relocation(start, end)
     if _matches(source, start, first) and _matches(source, end, last):
         return Relocation(start, end)
-    new_start = start if first is None else _nearest(source, scope, first, start, scope.start)
-    if new_start is None:
+    starts = [start] if first is None else _candidates(source, scope, first, start, scope.start)
+    if not starts:
         raise LookupFailure(
             f"anchor first={first!r} is not in {scope.qualname} of {source.filename}; the code "
             "changed: update the range's lines and anchors"
         )
-    expected_end = new_start + (end - start)
-    new_end = (
-        expected_end if last is None else _nearest(source, scope, last, expected_end, new_start)
-    )
-    if new_end is None:
+    # the first line nearest the old one whose last anchor follows it: a file that shrank may
+    # put a later block's first line (`residual = hidden_states` twice) nearer the old place
+    for new_start in starts:
+        expected_end = new_start + (end - start)
+        if last is None:
+            new_end: int | None = expected_end
+        else:
+            ends = _candidates(source, scope, last, expected_end, new_start)
+            new_end = ends[0] if ends else None
+        if new_end is not None:
+            break
+    else:
         raise LookupFailure(
             f"anchor last={last!r} is not in {scope.qualname} of {source.filename} after line "
-            f"{new_start}; the code changed: update the range's lines and anchors"
+            f"{starts[0]}; the code changed: update the range's lines and anchors"
         )
     why = "the file changed" if drifted else "the lines no longer match the anchors"
     return Relocation(
@@ -107,15 +114,18 @@ def _matches(source: SourceModule, line: int, anchor: str | None) -> bool:
     return anchor is None or source.line(line).strip() == anchor.strip()
 
 
-def _nearest(source: SourceModule, scope: Scope, anchor: str, near: int, lowest: int) -> int | None:
-    """The line of ``scope`` at or after ``lowest`` whose text is ``anchor``, nearest ``near``."""
+def _candidates(
+    source: SourceModule, scope: Scope, anchor: str, near: int, lowest: int
+) -> list[int]:
+    """The lines of ``scope`` at or after ``lowest`` whose text is ``anchor``, nearest ``near``
+    first."""
     wanted = anchor.strip()
     found = [
         line
         for line in range(max(lowest, scope.start), scope.end + 1)
         if source.line(line).strip() == wanted
     ]
-    return min(found, key=lambda line: (abs(line - near), line)) if found else None
+    return sorted(found, key=lambda line: (abs(line - near), line))
 
 
 def resolve_lines(scope: Scope, start: int, end: int) -> StatementRun:

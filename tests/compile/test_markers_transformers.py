@@ -63,7 +63,12 @@ MODELS = {
 
 
 def _static_names(config: RewriteConfig) -> set[str]:
-    names = {m.name or "" for t in config.targets for m in [*t.functions, *t.calls, *t.ranges]}
+    # the section for the installed version; in it, a call marker on the KV cache's `update`
+    # runs only with a cache, and `use_cache=False` here (the 4.x sections wrap the whole `if`
+    # instead, which runs either way)
+    (section,) = [t for t in config.targets if unmet_requirement(t.requires) is None]
+    calls = [m for m in section.calls if m.call != "update"]
+    names = {m.name or "" for m in [*section.functions, *calls, *section.ranges]}
     return {name for name in names if "{" not in name}
 
 

@@ -26,8 +26,13 @@ def test_example_specs_match_the_demo_without_drift(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         checks = validate_spec(config)
+    placed = [check for check in checks if check.skipped is None]
+    assert placed, "no target of the spec applies to what is installed"
     for check in checks:
-        assert check.skipped is None and not check.notes, check.notes
+        if check.skipped is not None:  # the section of another version of the same module
+            assert any(p.target.module == check.target.module for p in placed), check.skipped
+            continue
+        assert not check.notes, check.notes
         assert check.sites or check.replacements
         assert check.source is not None
         if check.target.sha256 is not None:  # edit the model, then update the specs' hashes

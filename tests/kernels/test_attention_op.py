@@ -44,7 +44,6 @@ def test_three_dimensional_inputs_and_an_explicit_scale() -> None:
     [
         ({"attn_mask": True}, "attn_mask is given (only is_causal masks)"),
         ({"dropout_p": 0.5}, "dropout_p != 0"),
-        ({"enable_gqa": True}, "enable_gqa=True"),
         ({"broadcast": True}, "batch or head sizes differ (broadcasting)"),
         ({"value_dim": 8}, "value's head size differs from the query's"),
         ({"dim": 512}, "head size above 256"),
@@ -73,6 +72,17 @@ def test_attention_outside_its_conditions_falls_back_with_the_reason(
     expected = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, **kwargs)  # type: ignore[arg-type]
     assert torch.equal(out, expected)
     assert stats()[OP].fallbacks == {reason: 1} and stats()[OP].kernel_calls == 0
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 4])
+def test_grouped_query_attention_runs_the_kernel_on_repeated_heads(kv_heads: int) -> None:
+    # transformers 5 passes enable_gqa=True with fewer key/value heads than query heads
+    q = randn(2, 4, 6, 16, dtype="float32", seed=0)
+    k, v = (randn(2, kv_heads, 9, 16, dtype="float32", seed=seed) for seed in (1, 2))
+    out = ops.scaled_dot_product_attention(q, k, v, is_causal=False, enable_gqa=True)
+    expected = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    assert_matches_reference(out, expected, "float32")
+    assert stats()[OP].kernel_calls == 1 and stats()[OP].fallback_calls == 0
 
 
 def test_patched_functional_attention_runs_the_kernel() -> None:

@@ -46,8 +46,8 @@ def test_gpt2_long_sequence_answer_is_in_eager_attention(tmp_path: Path) -> None
     # the imports and the model's construction were set apart, never the answer
     assert answer["setup_ms"]["import"] > 0
     hottest = document["iterations"][0]["discovery"]["hottest"]
-    # seen in one run, six frames deep: script, LM head, model, block, attention, eager
+    # seen in one run, at least six frames deep: script, LM head, model, block, attention,
+    # eager (transformers 4.49); 5.x's decorators and layer wrappers add frames (14 in 5.24)
     assert any(h["function"].endswith(":eager_attention_forward") for h in hottest)
-    assert all(
-        h["depth"] == 6 for h in hottest if h["function"].endswith("eager_attention_forward")
-    )
+    depths = {h["depth"] for h in hottest if h["function"].endswith("eager_attention_forward")}
+    assert len(depths) == 1 and min(depths) >= 6, depths
