@@ -48,6 +48,10 @@ class CaptureError(NcompassError):
     """A profiler cannot be started, stopped or its trace written."""
 
 
+class ProfilerTakenOverError(CaptureError):
+    """The profiled code's own profiler ended ncompass's: no ncompass trace, and no failure."""
+
+
 class TraceError(NcompassError):
     """A trace file is missing, truncated, corrupt or not a Chrome/Kineto trace."""
 
@@ -61,6 +65,7 @@ __all__ = [
     "ContextError",
     "NcompassError",
     "NcompassWarning",
+    "ProfilerTakenOverError",
     "RewriteError",
     "SpecError",
     "TraceError",
