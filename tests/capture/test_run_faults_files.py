@@ -239,3 +239,27 @@ def test_a_trace_name_that_is_no_file_name_is_refused(tmp_path: Path, name: str)
     assert done.returncode == 2, done.stderr
     (line,) = _our_lines(done.stderr)
     assert f"--trace-name {name!r}" in line
+
+
+def test_capture_trace_on_a_full_disk_raises_and_leaves_no_empty_file(
+    tmpfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from ncompass import capture_trace
+    from ncompass.errors import CaptureError
+
+    monkeypatch.setenv("NCOMPASS_PROFILE", "1")
+    (tmpfs / "filler").write_bytes(b"\0" * (1000 * 1024))
+
+    monkeypatch.setenv("NCOMPASS_TRACE_DIR", str(tmpfs))
+
+    @capture_trace(trace_name="step")
+    def step() -> None:
+        x = torch.randn(64, 64)
+        for _ in range(20):
+            x = x @ x / 64
+
+    with pytest.raises(CaptureError, match="No space left on device"):
+        step()
+    assert _entries(tmpfs) == {"filler"}
