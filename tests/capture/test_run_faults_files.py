@@ -263,3 +263,30 @@ def test_capture_trace_on_a_full_disk_raises_and_leaves_no_empty_file(
     with pytest.raises(CaptureError, match="No space left on device"):
         step()
     assert _entries(tmpfs) == {"filler"}
+
+
+@pytest.mark.parametrize("planted", ["t-w1.json", "t-w1.ncompass.json"])
+def test_a_symlink_at_a_window_trace_is_never_written_through(tmp_path: Path, planted: str) -> None:
+    script = tmp_path / "steps.py"
+    script.write_text(
+        "import torch\n\ndef step(x):\n    return x @ x / 64\n\n"
+        "x = torch.randn(32, 32)\nfor _ in range(6):\n    x = step(x)\n"
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"version: 1\ntargets:\n  - file: {script}\n    functions:\n"
+        "      - qualname: step\n        name: step\n"
+    )
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / planted).symlink_to(victim)
+    done = _ncompass(
+        "-c", spec, "--window", "step:2:2", "-o", out, "--trace-name", "t", script, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "precious"
+    assert (out / planted).is_symlink()  # another name was taken for the window instead
+    written = [line for line in done.stderr.splitlines() if "window trace written to" in line]
+    assert len(written) == 1 and "t-w1-1.json" in written[0]
