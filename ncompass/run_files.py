@@ -19,6 +19,7 @@ import orjson
 TRACE_SUFFIX = ".json"
 GZIP_TRACE_SUFFIX = ".json.gz"
 SIDECAR_SUFFIX = ".ncompass.json"
+PROCESSES_SUFFIX = ".processes"  # the folder of a followed run's per-process traces
 _TRACE_SUFFIXES = (GZIP_TRACE_SUFFIX, TRACE_SUFFIX)
 
 
@@ -34,6 +35,11 @@ def trace_stem(trace_path: Path) -> str:
 def sidecar_path(trace_path: Path) -> Path:
     """The file next to a trace that records how it was made (spec, markers, command)."""
     return trace_path.with_name(trace_stem(trace_path) + SIDECAR_SUFFIX)
+
+
+def processes_folder(trace_path: Path) -> Path:
+    """``NAME.processes``: the folder beside a run's trace that keeps each process's trace."""
+    return trace_path.with_name(trace_stem(trace_path) + PROCESSES_SUFFIX)
 
 
 def is_sidecar(path: Path) -> bool:
@@ -76,9 +82,11 @@ def read_sidecar_document(trace_path: Path) -> dict[str, Any] | None:
 
 __all__ = [
     "GZIP_TRACE_SUFFIX",
+    "PROCESSES_SUFFIX",
     "SIDECAR_SUFFIX",
     "TRACE_SUFFIX",
     "is_sidecar",
+    "processes_folder",
     "read_sidecar_document",
     "sidecar_path",
     "trace_stem",

@@ -44,3 +44,10 @@ def test_the_sidecar_reader_tolerates_what_is_not_a_sidecar(tmp_path: Path) -> N
     assert read_sidecar_document(trace) is None
     sidecar_path(trace).write_text('{"markers": []}')
     assert read_sidecar_document(trace) == {"markers": []}
+
+
+def test_the_processes_folder_is_named_after_the_run() -> None:
+    from ncompass.run_files import processes_folder
+
+    assert processes_folder(Path("/x/run.json")) == Path("/x/run.processes")
+    assert processes_folder(Path("/x/run.json.gz")) == Path("/x/run.processes")

@@ -30,7 +30,7 @@ from ncompass._files import (
     write_atomic,
 )
 from ncompass.errors import CaptureError
-from ncompass.run_files import SIDECAR_SUFFIX, TRACE_SUFFIX, sidecar_path
+from ncompass.run_files import SIDECAR_SUFFIX, TRACE_SUFFIX, processes_folder, sidecar_path
 
 TRACE_DIR_ENV = environment_variables.NCOMPASS_TRACE_DIR
 DEFAULT_TRACE_DIR = "traces"
@@ -179,10 +179,11 @@ def claim_trace_path(
 ) -> Path:
     """Claim ``folder/name.json`` (or ``name-N.json`` if taken) for a trace about to be written.
 
-    A name is taken when a file (or symlink, or folder) of it exists, when its sidecar
-    exists, or while a live process reserves it. The caller writes the trace to a temporary
-    file and renames it over the claimed path (:func:`ncompass._files.atomic_output`), and
-    calls :func:`release_claim` if the run ends without a trace.
+    A name is taken when a file (or symlink, or folder) of it exists, when its sidecar or its
+    processes folder exists, or while a live process reserves it. The caller writes the trace
+    to a temporary file and renames it over the claimed path
+    (:func:`ncompass._files.atomic_output`), and calls :func:`release_claim` if the run ends
+    without a trace.
 
     Args:
         folder: The trace folder (created if missing).
@@ -209,6 +210,11 @@ def claim_trace_path(
                 "choose another --trace-name"
             )
         if exact and replace:
+            if suffix == TRACE_SUFFIX and os.path.islink(processes_folder(candidate)):
+                raise TraceExistsError(
+                    f"{processes_folder(candidate)} is a symlink, which the run's processes "
+                    "would write their traces through; remove it or choose another --trace-name"
+                )
             if reserve:
                 _reserve(candidate, steal=True)
             return candidate
@@ -242,8 +248,10 @@ def _taken_by(candidate: Path, suffix: str) -> Path | None:
     """The file that makes ``candidate``'s name taken, if any (symlinks are never followed)."""
     if os.path.lexists(candidate):
         return candidate
-    if suffix == TRACE_SUFFIX and os.path.lexists(sidecar_path(candidate)):
-        return sidecar_path(candidate)
+    if suffix == TRACE_SUFFIX:
+        for beside in (sidecar_path(candidate), processes_folder(candidate)):
+            if os.path.lexists(beside):
+                return beside
     reservation = reservation_path(candidate)
     if os.path.lexists(reservation) and _holder_alive(reservation):
         return reservation

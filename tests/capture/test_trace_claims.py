@@ -170,3 +170,17 @@ def test_a_sidecar_update_is_whole(tmp_path: Path) -> None:
     reread = read_sidecar(trace)
     assert reread is not None and reread["exit_code"] == 3 and reread["trace"] == "t.json"
     assert {p.name for p in tmp_path.iterdir()} == {"t.ncompass.json"}
+
+
+def test_a_processes_folder_takes_the_name_and_a_symlink_there_is_refused(
+    tmp_path: Path,
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "t.processes").symlink_to(elsewhere)
+    with pytest.raises(TraceExistsError, match=r"t\.processes already exists"):
+        claim_trace_path(tmp_path, "t", exact=True)
+    assert claim_trace_path(tmp_path, "t") == tmp_path / "t-1.json"
+    with pytest.raises(TraceExistsError, match=r"t\.processes is a symlink"):
+        claim_trace_path(tmp_path, "t", exact=True, replace=True)
+    assert list(elsewhere.iterdir()) == []
