@@ -6,15 +6,14 @@ windows, ``NAME-wN.json`` per window, each with its own sidecar. Every package t
 files (analysis, traces, session, remote) takes the names from here, so the spelling cannot
 drift between the writer and its readers.
 
-Standard library and orjson only: this is the bottom layer.
+The bottom layer, standard library only at import (orjson is imported by the reader when
+called), so a stdlib-only bootstrap can load it by path for the names.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 TRACE_SUFFIX = ".json"
 GZIP_TRACE_SUFFIX = ".json.gz"
@@ -73,6 +72,8 @@ def read_sidecar_document(trace_path: Path) -> dict[str, Any] | None:
     Tolerant on purpose: a trace copied without its sidecar, or a sidecar of an older
     version, is analysed without what the sidecar would have added.
     """
+    import orjson  # here: the names above must load without it
+
     try:
         document = orjson.loads(sidecar_path(trace_path).read_bytes())
     except (OSError, orjson.JSONDecodeError):
