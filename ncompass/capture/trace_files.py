@@ -221,6 +221,12 @@ def claim_trace_path(
         taken = _taken_by(candidate, suffix)
         if taken is None and (_reserve(candidate) if reserve else _create_empty(candidate)):
             return candidate
+        if exact and taken == reservation_path(candidate):
+            raise TraceExistsError(
+                f"{candidate} is being written by another run (its reservation {taken} names "
+                "a running process); wait for it, choose another --trace-name, or pass "
+                "--force-overwrite"
+            )
         if exact:
             raise TraceExistsError(
                 f"{taken or candidate} already exists and was left unchanged; choose another "

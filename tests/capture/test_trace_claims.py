@@ -41,7 +41,7 @@ def test_a_reserved_name_has_no_file_until_the_trace_is_written(tmp_path: Path) 
     path = claim_trace_path(tmp_path, "t", exact=True, reserve=True)
     assert path == tmp_path / "t.json" and not path.exists()
     assert reservation_path(path).read_text() == str(os.getpid())
-    with pytest.raises(TraceExistsError, match="claim"):  # held by a live process: this one
+    with pytest.raises(TraceExistsError, match="being written by another run"):  # this one
         claim_trace_path(tmp_path, "t", exact=True, reserve=True)
     assert claim_trace_path(tmp_path, "t", reserve=True) == tmp_path / "t-1.json"
     write_trace(path, lambda name: Path(name).write_text("{}"))
