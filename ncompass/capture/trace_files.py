@@ -80,17 +80,14 @@ def prepare_trace_folder(folder: Path) -> Path:
             f"the trace folder {str(folder)!r} has a line break in its name, which the "
             "profiler cannot write to; choose another --output-dir"
         )
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
+    _make_folder(folder)
+    try:  # what a file system mounted read-only or a full quota says only on a write
         probe = folder / f".ncompass-probe.{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(probe)  # a probe this pid left when killed: never a reason to refuse
         descriptor = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(descriptor)
         os.unlink(probe)
-    except FileExistsError:
-        raise TraceFolderError(
-            f"cannot use {folder} as the trace folder: a file of that name (or in its path) "
-            "exists; choose another --output-dir (or NCOMPASS_TRACE_DIR)"
-        ) from None
     except OSError as error:
         raise TraceFolderError(
             f"cannot write traces to {folder}: {describe_os_error(error)}; choose another "
