@@ -119,6 +119,7 @@ def run(options: RunOptions) -> RunResult:
             monitor = start_monitor(options.gpu_monitor)
 
     forget_captured_markers()
+    script_ended = False
     try:  # the trace is claimed inside the clean-up: a run that fails leaves nothing behind
         if options.profiler == "torch" and windows is None:  # windows claim their own
             exact, replace = bool(options.trace_name), options.force_overwrite
@@ -149,6 +150,7 @@ def run(options: RunOptions) -> RunResult:
                 ) as profiled_run,
             ):
                 outcome = _run_entry(options)
+                script_ended = True
         finally:
             if monitor is not None:
                 gpu = finish(
@@ -165,6 +167,8 @@ def run(options: RunOptions) -> RunResult:
             written.unlink(missing_ok=True)  # a spec error, a `-m` typo: the run failed
         elif trace_path is not None and written is None:
             release_claim(trace_path)
+        if isinstance(error, CaptureError) and script_ended and outcome.exit_code != 0:
+            error.exit_code = outcome.exit_code  # the trace failed, but the script first
         raise
     finally:
         disable_rewrites()

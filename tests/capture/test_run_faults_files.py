@@ -88,6 +88,18 @@ def test_a_full_disk_is_one_line_exit_2_and_no_file_left(tmp_path: Path, tmpfs: 
     assert _entries(tmpfs) == {"filler"}  # no empty trace, no temporary, no reservation
 
 
+def test_a_full_disk_after_a_failed_script_keeps_the_script_exit_code(
+    tmp_path: Path, tmpfs: Path
+) -> None:
+    (tmpfs / "filler").write_bytes(b"\0" * (1000 * 1024))
+    script = _script(tmp_path, "raise SystemExit(3)\n")
+    done = _ncompass("-o", tmpfs, "--trace-name", "t", script, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr  # the script's failure is not hidden behind 2
+    (line,) = _our_lines(done.stderr)
+    assert "No space left on device" in line
+    assert _entries(tmpfs) == {"filler"}
+
+
 def test_a_folder_turned_read_only_is_one_line_exit_2(tmp_path: Path, tmpfs: Path) -> None:
     script = _script(
         tmp_path,
