@@ -6,7 +6,14 @@ sees the old file or the new one, never half of one. The temporary name,
 ``.NAME.PID-THREAD.tmp.SUFFIX`` (:func:`temporary_path`), is hidden, unique to the process and
 thread writing it, and ends in the target's suffix, so writers that pick a format by extension
 (torch's gzip export, ``.gz`` traces) write the same format. It is removed on any exception,
-``KeyboardInterrupt`` included.
+``KeyboardInterrupt`` included. Nothing is written through a symlink: the temporary is
+created exclusively (a symlink planted at its predictable name is removed, never followed), and
+the rename replaces a symlink at the target itself, never the file it points to.
+
+A name can be reserved before its file exists by a hidden ``.NAME.claim`` file
+(:func:`reservation_path`, written by ``capture.trace_files``); the writer that puts the file
+in place removes the reservation, so a crash leaves only the hidden reservation, never an
+empty file under the real name.
 
 fsync policy, decided once: ``fsync=True`` flushes the data to disk before the rename, so the
 file survives a power cut or a kernel crash whole instead of empty. Pass it for small state
@@ -30,6 +37,12 @@ from pathlib import Path
 
 _HASH_BLOCK = 1 << 20
 _NEW_FILE_MODE = 0o666  # narrowed by the umask, as for any file open() creates
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # not on Windows, where O_EXCL alone suffices
+
+
+def reservation_path(path: Path) -> Path:
+    """The hidden file that reserves ``path``'s name until the file itself is written."""
+    return path.with_name(f".{path.name}.claim")
 
 
 def temporary_path(path: Path) -> Path:
@@ -58,6 +71,7 @@ def atomic_output(path: Path, *, fsync: bool = False, mode: int | None = None) -
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     with removed_on_error(temporary_path(path)) as temporary:
+        _remove_leftover(temporary)  # the writer may open it without O_NOFOLLOW
         yield temporary
         if fsync:
             descriptor = os.open(temporary, os.O_RDWR)
@@ -68,6 +82,14 @@ def atomic_output(path: Path, *, fsync: bool = False, mode: int | None = None) -
         if mode is not None:  # after the fsync: the mode may forbid writing
             os.chmod(temporary, mode)
         os.replace(temporary, path)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(reservation_path(path))  # the name is held by the file itself now
+
+
+def _remove_leftover(path: Path) -> None:
+    """Remove what a crashed writer (or anyone) left at a temporary's name, a symlink too."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 @contextlib.contextmanager
@@ -102,11 +124,11 @@ def write_atomic(
         OSError: The folder or file cannot be written; ``path`` is unchanged.
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | getattr(os, "O_BINARY", 0)
     with atomic_output(path, mode=mode) as temporary:
         descriptor = os.open(temporary, flags, _NEW_FILE_MODE if mode is None else mode & 0o777)
         if mode is not None:
-            os.chmod(temporary, mode)  # a leftover of a crashed writer keeps its old bits
+            os.chmod(temporary, mode)  # exactly: open() narrows it by the umask
         with open(descriptor, "wb") as handle:
             handle.write(payload)
             if fsync:  # through this descriptor: ``mode`` may forbid opening it for writing
@@ -155,6 +177,7 @@ __all__ = [
     "atomic_output",
     "move_if_absent",
     "removed_on_error",
+    "reservation_path",
     "sha256_file",
     "temporary_path",
     "write_atomic",

@@ -45,7 +45,18 @@ class ContextError(NcompassError):
 
 
 class CaptureError(NcompassError):
-    """A profiler cannot be started, stopped or its trace written."""
+    """A profiler cannot be started, stopped or its trace written.
+
+    Attributes:
+        exit_code: The script's own exit code when it had failed before its trace could not be
+            written: the CLI exits with it rather than 2, so the script's failure is not hidden.
+    """
+
+    exit_code: int | None = None
+
+
+class ProfilerTakenOverError(CaptureError):
+    """The profiled code's own profiler ended ncompass's: no ncompass trace, and no failure."""
 
 
 class TraceError(NcompassError):
@@ -61,6 +72,7 @@ __all__ = [
     "ContextError",
     "NcompassError",
     "NcompassWarning",
+    "ProfilerTakenOverError",
     "RewriteError",
     "SpecError",
     "TraceError",

@@ -16,14 +16,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ncompass.analysis.summary_types import SetupLabelRow
+from ncompass.run_files import read_sidecar_document
 from ncompass.traces.link import LinkedTrace
 
 IMPORT = "import"
 CONSTRUCTION = "construction"
-_SIDECAR_SUFFIX = ".ncompass.json"
 _TOP_LABELS = 5
 
 
@@ -84,16 +82,8 @@ def read_setup_spans(trace: LinkedTrace) -> list[SetupSpan] | None:
 
 
 def _sidecar_records(trace_path: Path) -> list[dict[str, Any]] | None:
-    name = trace_path.name
-    for suffix in (".json.gz", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    try:
-        sidecar = orjson.loads(trace_path.with_name(name + _SIDECAR_SUFFIX).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    records = sidecar.get("setup_spans") if isinstance(sidecar, dict) else None
+    sidecar = read_sidecar_document(trace_path)
+    records = sidecar.get("setup_spans") if sidecar is not None else None
     if not isinstance(records, list):
         return None
     return [record for record in records if isinstance(record, dict)]

@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from ncompass import errors
+from ncompass._files import write_atomic
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs, run_command
+from ncompass.capture.sidecar import update_sidecar
 from ncompass.capture.termination import Terminated, program_running
 from ncompass.capture.trace_files import (
     claim_trace_path,
@@ -41,7 +43,7 @@ from ncompass.capture.trace_files import (
 from ncompass.errors import CaptureError, NcompassError
 
 if TYPE_CHECKING:
-    from ncompass.capture.sidecar import Sidecar, SidecarExtras
+    from ncompass.capture.sidecar import SidecarExtras
     from ncompass.importer.registry import MarkerRecord
     from ncompass.spec.models import RewriteConfig, TargetSpec
 
@@ -292,20 +294,12 @@ def _complete_sidecar(
     trace_path: Path, capture: ChildCapture, exit_code: int
 ) -> tuple[Path | None, list[MarkerRecord]]:
     """Name the real profiler in the sidecar the child wrote; returns it and its markers."""
-    path = sidecar_path(trace_path)
-    try:
-        document: Sidecar = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+    changes = {"profiler": capture.name, "exit_code": exit_code, **capture.sidecar_extras()}
+    document = update_sidecar(trace_path, changes)
+    if document is None:
         return None, []
-    document = {
-        **document,
-        "profiler": capture.name,
-        "exit_code": exit_code,
-        **capture.sidecar_extras(),
-    }
-    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     markers = document.get("markers")
-    return path, markers if isinstance(markers, list) else []
+    return sidecar_path(trace_path), markers if isinstance(markers, list) else []
 
 
 def _spec_file(config: RewriteConfig, path: Path) -> Path:
@@ -320,7 +314,7 @@ def _spec_file(config: RewriteConfig, path: Path) -> Path:
 
 
 def _write_json(path: Path, document: dict[str, Any]) -> None:
-    path.write_bytes(orjson.dumps(document))
+    write_atomic(path, orjson.dumps(document))  # the parent may read it as the child dies
 
 
 __all__ = [

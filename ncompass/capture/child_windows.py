@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import orjson
-
-from ncompass.capture.trace_files import release_claim, sidecar_path
+from ncompass.capture.sidecar import update_sidecar
+from ncompass.capture.trace_files import release_claim
+from ncompass.run_files import TRACE_SUFFIX, sidecar_path, trace_stem, window_number, window_stem
 
 if TYPE_CHECKING:
     from ncompass.capture.gpu_timeline import GpuTimeline
@@ -55,7 +55,7 @@ def finish_windows(
                 sidecar_path(claimed).unlink(missing_ok=True)
     spans = []
     for trace in written:
-        document = _complete_sidecar(sidecar_path(trace), capture, trace, exit_code)
+        document = _complete_sidecar(capture, trace, exit_code)
         if document is not None and "started_unix_s" in document:
             start = float(document["started_unix_s"])
             spans.append((trace, start, start + float(document.get("duration_s", 0.0))))
@@ -70,33 +70,16 @@ def finish_windows(
 
 
 def _claimed_windows(trace_path: Path) -> list[Path]:
-    stem = trace_path.name.removesuffix(".json")
-    found = []
-    for path in trace_path.parent.glob(f"{stem}-w*.json"):
-        number = path.name[len(stem) + 2 : -len(".json")]
-        if number.isdigit() and not path.name.endswith(".ncompass.json"):
-            found.append(path)
-    return found
+    stem = trace_stem(trace_path)
+    pattern = window_stem(stem, 0)[:-1] + "*" + TRACE_SUFFIX
+    return [path for path in trace_path.parent.glob(pattern) if window_number(stem, path)]
 
 
-def _complete_sidecar(
-    path: Path, capture: WindowCapture, trace: Path, exit_code: int
-) -> dict[str, Any] | None:
+def _complete_sidecar(capture: WindowCapture, trace: Path, exit_code: int) -> dict[str, Any] | None:
     """Name the real profiler and the exit code in a window's sidecar; returns it."""
-    try:
-        document = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    if not isinstance(document, dict):
-        return None
-    document = {
-        **document,
-        "profiler": capture.name,
-        "exit_code": exit_code,
-        **capture.sidecar_extras(trace),
-    }
-    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
-    return document
+    changes = {"profiler": capture.name, "exit_code": exit_code, **capture.sidecar_extras(trace)}
+    updated = update_sidecar(trace, changes)
+    return dict(updated) if updated is not None else None
 
 
 __all__ = ["WindowCapture", "finish_windows"]

@@ -24,7 +24,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from ncompass import environment_variables
 from ncompass.capture.backends.torch import TorchProfiler
-from ncompass.capture.trace_files import claim_trace_path, trace_dir
+from ncompass.capture.trace_files import claim_trace_path, release_claim, trace_dir
 from ncompass.errors import NcompassWarning
 from ncompass.warning_location import stacklevel_outside
 
@@ -128,7 +128,12 @@ class TorchProfilerContext:
         self._range.__exit__(exc_type, exc, tb)
         if self._profiler is not None:
             profiler, self._profiler = self._profiler, None
-            profiler.stop()
+            try:
+                profiler.stop()
+            except BaseException:
+                if self.trace_path is not None:  # no trace: no empty file under its name
+                    release_claim(self.trace_path)
+                raise
 
 
 @overload

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ncompass import environment_variables
+from ncompass.run_files import window_stem, window_trace
 
 if TYPE_CHECKING:
     from ncompass.capture.triggers import RecordingWindowOptions
@@ -131,8 +132,8 @@ def pair_reports(
     stem = trace_path.name.removesuffix(".json")
     pairs: list[NsysWindow] = []
     for number, path in zip(numbers, reports, strict=False):
-        trace = trace_path.with_name(f"{stem}-w{number}.json")
-        renamed = trace.with_name(f"{stem}-w{number}.nsys-rep")
+        trace = window_trace(trace_path, number)
+        renamed = trace.with_name(f"{window_stem(stem, number)}.nsys-rep")
         path.replace(renamed)
         pairs.append(NsysWindow(number, renamed, trace))
     note = None

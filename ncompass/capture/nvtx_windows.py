@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from ncompass import environment_variables
 from ncompass.capture.trace_files import claim_trace_path
+from ncompass.run_files import window_trace
 
 if TYPE_CHECKING:
     from ncompass.capture.nvtx_recorder.records import NvtxRange, NvtxRecording
@@ -155,7 +156,6 @@ def write_recorded_windows(
     Raises:
         TraceError: a window's trace cannot be written.
     """
-    stem = trace_path.name.removesuffix(".json")
     parts: dict[int, list[NvtxRecording]] = {}
     for recording in recordings:  # each process is cut by its own window's range
         for window in _window_ranges(recording):
@@ -164,7 +164,7 @@ def write_recorded_windows(
             parts.setdefault(number, []).append(_inside(recording, window.start_ns, end, number))
     written: list[Path] = []
     for number in sorted(parts):
-        output = trace_path.with_name(f"{stem}-w{number}.json")
+        output = window_trace(trace_path, number)
         if not output.exists():  # only followed processes opened it: written all the same
             output = claim_trace_path(trace_path.parent, output.stem, exact=True)
         elif output.stat().st_size:

@@ -23,6 +23,7 @@ from ncompass.capture.termination import stops_go_to_the_main_thread
 from ncompass.capture.trace_files import claim_trace_path
 from ncompass.capture.triggers import RecordingWindowOptions
 from ncompass.errors import CaptureError
+from ncompass.run_files import TRACE_SUFFIX, window_stem
 
 if TYPE_CHECKING:
     from ncompass.capture.backends.base import ProfilerBackend
@@ -124,9 +125,9 @@ class RecordingWindows:
                 self._prepare_after_close = True
                 return
             number = len(self.spans) + 1
-            trace = self._folder / f"{self._name}-w{number}.json"
+            trace = self._folder / f"{window_stem(self._name, number)}{TRACE_SUFFIX}"
             if self._claims_traces:
-                trace = claim_trace_path(self._folder, f"{self._name}-w{number}")
+                trace = claim_trace_path(self._folder, window_stem(self._name, number))
             backend = self._make_backend(trace, number)
             self._prepared = (backend, trace)
             prepare = getattr(backend, "prepare", None)

@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from ncompass import environment_variables
 from ncompass.capture.backends import make_profiler
 from ncompass.capture.backends.nvtx import INJECTION_ENV as NVTX_INJECTION_ENV
@@ -36,17 +34,18 @@ from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.nvtx_markers import record_torch_markers_with_nvtx
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs
 from ncompass.capture.setup_spans import recorded_setup_spans, recording_setup_spans
-from ncompass.capture.sidecar import CompiledKernelsRecord, Sidecar
+from ncompass.capture.sidecar import CompiledKernelsRecord, Sidecar, write_sidecar
 from ncompass.capture.termination import program_running
 from ncompass.capture.trace_files import (
+    check_trace_name,
     claim_trace_path,
+    describe_os_error,
+    prepare_trace_folder,
     release_claim,
-    safe_name,
-    sidecar_path,
     timestamped_name,
     trace_dir,
 )
-from ncompass.errors import NcompassError
+from ncompass.errors import CaptureError, NcompassError
 from ncompass.gpu import GpuMonitor
 from ncompass.importer.hook import disable_rewrites, enable_rewrites
 from ncompass.importer.registry import REGISTRY, MarkerRecord
@@ -83,10 +82,10 @@ def run(options: RunOptions) -> RunResult:
         return run_in_child(options)
     if options.script is not None:
         check_script(options.script)
-    folder = trace_dir(options.output_dir)
+    folder = prepare_trace_folder(trace_dir(options.output_dir))  # absolute, checked up front
     entry = options.script or options.module or "run"
     name = options.trace_name or timestamped_name(Path(entry).stem if options.script else entry)
-    trace_path = folder / f"{safe_name(name)}.json" if options.trace_name else None
+    trace_path = folder / f"{check_trace_name(name)}.json" if options.trace_name else None
     if trace_path is not None:
         files = [*options.specs, options.script]
         inputs = [item for item in files if isinstance(item, str | Path)]
@@ -120,10 +119,11 @@ def run(options: RunOptions) -> RunResult:
             monitor = start_monitor(options.gpu_monitor)
 
     forget_captured_markers()
+    script_ended = False
     try:  # the trace is claimed inside the clean-up: a run that fails leaves nothing behind
         if options.profiler == "torch" and windows is None:  # windows claim their own
             exact, replace = bool(options.trace_name), options.force_overwrite
-            trace_path = claim_trace_path(folder, name, exact=exact, replace=replace)
+            trace_path = claim_trace_path(folder, name, exact=exact, replace=replace, reserve=True)
         profiler = make_profiler(
             options.profiler,
             trace_path or Path(os.devnull),
@@ -150,6 +150,7 @@ def run(options: RunOptions) -> RunResult:
                 ) as profiled_run,
             ):
                 outcome = _run_entry(options)
+                script_ended = True
         finally:
             if monitor is not None:
                 gpu = finish(
@@ -166,6 +167,8 @@ def run(options: RunOptions) -> RunResult:
             written.unlink(missing_ok=True)  # a spec error, a `-m` typo: the run failed
         elif trace_path is not None and written is None:
             release_claim(trace_path)
+        if isinstance(error, CaptureError) and script_ended and outcome.exit_code != 0:
+            error.exit_code = outcome.exit_code  # the trace failed, but the script first
         raise
     finally:
         disable_rewrites()
@@ -321,7 +324,6 @@ def _write_sidecar(
     processes: FollowOutcome | None = None,
     cpu_wait: CpuWaitRecord | None = None,
 ) -> Path:
-    path = sidecar_path(trace)
     command = ["-m", options.module] if options.module else [options.script or ""]
     document: Sidecar = {
         "trace": trace.name,
@@ -353,8 +355,13 @@ def _write_sidecar(
     captured = graph_captured_markers()
     if captured:  # they recorded nothing: their code replays as a CUDA graph (docs/compile.md)
         document["cuda_graph_markers"] = captured
-    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
-    return path
+    try:
+        return write_sidecar(trace, document)
+    except OSError as error:
+        raise CaptureError(
+            f"could not write the sidecar of {trace}: {describe_os_error(error)}; the trace "
+            "itself is written"
+        ) from None
 
 
 __all__ = [

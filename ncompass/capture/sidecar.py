@@ -1,11 +1,15 @@
 """The run's sidecar: how a trace was made, written beside it as ``NAME.ncompass.json``.
 
 ``Sidecar`` and its parts are ``TypedDict``\\ s: the file stays plain JSON, and mypy checks the
-keys its writer (``runner``, ``child_run``) and its readers (the session) use.
+keys its writer (``runner``, ``child_run``) and its readers (the session) use. It is written
+and updated only here, atomically (a temporary file renamed over it): a reader never sees half
+of one, and a symlink planted at its name is replaced, never written through. Its name is
+:func:`ncompass.run_files.sidecar_path`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -14,11 +18,12 @@ import orjson
 # typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass._files import write_atomic
 from ncompass.capture.cpu_wait import CpuWaitRecord
 from ncompass.capture.setup_spans import SetupSpanRecord
 from ncompass.capture.spans import WindowRecord
-from ncompass.capture.trace_files import sidecar_path
 from ncompass.importer.registry import MarkerRecord
+from ncompass.run_files import read_sidecar_document, sidecar_path
 
 
 class CompiledKernelSource(TypedDict):
@@ -87,12 +92,33 @@ class Sidecar(TypedDict):
 
 def read_sidecar(trace_path: Path) -> Sidecar | None:
     """The sidecar of ``trace_path``, or None when there is none (or it is unreadable)."""
-    try:
-        document = orjson.loads(sidecar_path(trace_path).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
+    document = read_sidecar_document(trace_path)
     # a file the run wrote: trusted to hold what Sidecar says
-    return cast(Sidecar, document) if isinstance(document, dict) else None
+    return cast(Sidecar, document) if document is not None else None
+
+
+def write_sidecar(trace_path: Path, document: Sidecar | Mapping[str, Any]) -> Path:
+    """Write the sidecar of ``trace_path`` atomically; returns its path.
+
+    Raises:
+        OSError: it cannot be written (the old one, if any, is unchanged).
+    """
+    path = sidecar_path(trace_path)
+    write_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    return path
+
+
+def update_sidecar(trace_path: Path, changes: Mapping[str, Any]) -> Sidecar | None:
+    """Add ``changes`` to the sidecar of ``trace_path`` (atomically); the updated sidecar.
+
+    None, and nothing written, when there is no readable sidecar to update.
+    """
+    document = read_sidecar_document(trace_path)
+    if document is None:
+        return None
+    updated = {**document, **changes}
+    write_sidecar(trace_path, updated)
+    return cast(Sidecar, updated)
 
 
 __all__ = [
@@ -104,4 +130,7 @@ __all__ = [
     "Sidecar",
     "SidecarExtras",
     "read_sidecar",
+    "sidecar_path",
+    "update_sidecar",
+    "write_sidecar",
 ]

@@ -74,7 +74,7 @@ class LazyGroup(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.secho(f"error: {error}", err=True, fg="red")
-            ctx.exit(USER_ERROR_EXIT_CODE)
+            ctx.exit(getattr(error, "exit_code", None) or USER_ERROR_EXIT_CODE)
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM under `ncompass run`
             if ctx.obj and ctx.obj.get("debug"):
                 raise

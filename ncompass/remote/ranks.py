@@ -39,6 +39,7 @@ from ncompass.remote.pack import (
     pack_outputs,
     write_manifest,
 )
+from ncompass.run_files import GZIP_TRACE_SUFFIX, SIDECAR_SUFFIX, TRACE_SUFFIX
 
 # the rank's entry point (``python -m ncompass`` with its signal handling; see remote/rank.py)
 RANK_MODULE = "ncompass._rank_main"
@@ -101,7 +102,7 @@ class NodeSpec:
         folder, _, rest = relative.partition("/")
         if folder.startswith("rank") and rest and "/" not in rest:
             stem = self.rank_trace_name(int(folder[4:]) if folder[4:].isdigit() else -1)
-            if rest in (f"{stem}.json", f"{stem}.json.gz", f"{stem}.ncompass.json"):
+            if rest in (stem + TRACE_SUFFIX, stem + GZIP_TRACE_SUFFIX, stem + SIDECAR_SUFFIX):
                 return rest
         return relative
 

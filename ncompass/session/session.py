@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from ncompass.analysis.comparison import Comparison
 from ncompass.analysis.comparison import compare as compare_traces
 from ncompass.analysis.providers import AnalysisProvider, MarkerRequest, make_provider
@@ -23,7 +21,7 @@ from ncompass.analysis.summary_types import Summary
 from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.run_options import run_command
-from ncompass.capture.sidecar import Sidecar, read_sidecar
+from ncompass.capture.sidecar import read_sidecar, sidecar_path
 from ncompass.capture.trace_files import (
     TraceExistsError,
     claim_trace_path,
@@ -256,8 +254,6 @@ class ProfilingSession:
         import subprocess
         import sys
 
-        from ncompass.capture.trace_files import sidecar_path
-
         folder = str(Path(script).resolve().parent)
         if folder not in sys.path:  # as the script sees it: its modules are found for planning
             sys.path.insert(0, folder)
@@ -286,7 +282,12 @@ class ProfilingSession:
             raise SessionError(
                 f"`{' '.join(command)}` wrote no trace (exit {done.returncode}):\n{tail}"
             )
-        sidecar: Sidecar = orjson.loads(sidecar_path(trace_path).read_bytes())
+        sidecar = read_sidecar(trace_path)
+        if sidecar is None:
+            raise SessionError(
+                f"`{' '.join(command)}` wrote {trace_path} but not its sidecar "
+                f"{sidecar_path(trace_path)}; run it again"
+            )
         self._entry = EntryPoint(TargetKey(file=str(Path(script).resolve())))
         self.last_run_output = done.stdout
         self.last_run_errors = done.stderr

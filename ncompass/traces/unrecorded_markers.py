@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
 from typing_extensions import TypedDict
+
+from ncompass.run_files import read_sidecar_document
 
 NVTX_ONLY_CONTEXTS = frozenset({"nvtx", "ncompass.trace.profile.nvtx.NvtxContext"})
 """Context names that mean an NVTX range alone (the seed API's class path included)."""
@@ -52,17 +53,8 @@ def unrecorded_markers(
 def sidecar_unrecorded_markers(trace_path: str | Path) -> UnrecordedMarkers | None:
     """:func:`unrecorded_markers` of the run that wrote ``trace_path``, from its sidecar (None
     without a readable sidecar)."""
-    path = Path(trace_path)
-    stem = path.name
-    for suffix in (".json.gz", ".json"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-            break
-    try:
-        sidecar = orjson.loads(path.with_name(stem + ".ncompass.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    if not isinstance(sidecar, dict) or not isinstance(sidecar.get("markers"), list):
+    sidecar = read_sidecar_document(Path(trace_path))
+    if sidecar is None or not isinstance(sidecar.get("markers"), list):
         return None
     markers = [marker for marker in sidecar["markers"] if isinstance(marker, dict)]
     return unrecorded_markers(str(sidecar.get("profiler")), markers, nsys="nsys" in sidecar)

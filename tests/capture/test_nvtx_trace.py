@@ -155,7 +155,7 @@ def test_spec_objects_and_the_library_api(tmp_path: Path, monkeypatch: pytest.Mo
     )
     result = run(RunOptions(specs=[spec], script="work.py", profiler="nvtx-trace"))
     assert result.exit_code == 0
-    assert result.trace_path is not None and result.trace_path.parent == Path("traces")
+    assert result.trace_path is not None and result.trace_path.parent == tmp_path / "traces"
     assert [m["name"] for m in result.markers] == ["work.step"]
     steps = [e for e in _events(result.trace_path) if e.get("name") == "work.step"]
     assert len(steps) == 1 and steps[0]["cat"] == "user_annotation"

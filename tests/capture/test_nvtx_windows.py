@@ -154,7 +154,7 @@ def test_repeat_every_writes_one_trace_per_window_from_the_gated_recording(
         sidecar = json.loads((folder / f"nv-w{number}.ncompass.json").read_text())
         assert sidecar["profiler"] == "nvtx-trace" and sidecar["exit_code"] == 0
         assert sidecar["window"]["number"] == number
-        assert f"window trace written to traces/nv-w{number}.json" in done.stderr
+        assert f"window trace written to {folder / f'nv-w{number}.json'}" in done.stderr
     outside = [events for call, window, events in _seen(done) if call < 12]
     assert set(outside) == {0}
     assert sorted(p.name for p in folder.glob("*.json")) == [

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ncompass._files import atomic_output
 from ncompass.capture.compiled_kernels import (
     CompiledKernel,
     KernelOriginRecorder,
@@ -31,7 +30,8 @@ from ncompass.capture.compiled_kernels import (
     start_recording,
 )
 from ncompass.capture.kineto_log import quiet_kineto_log
-from ncompass.errors import CaptureError, TraceError
+from ncompass.capture.trace_files import write_trace
+from ncompass.errors import CaptureError, ProfilerTakenOverError, TraceError
 
 
 @dataclass(frozen=True)
@@ -206,17 +206,13 @@ class TorchProfiler:
         if not torch._C._autograd._profiler_enabled():
             # Another profiler started (and stopped) in between and took Kineto's one session
             # with it; exporting now would read freed state and crash the process.
-            raise CaptureError(
+            raise ProfilerTakenOverError(
                 "the profiled code ran a torch profiler of its own, which ended ncompass's; "
                 "no ncompass trace was written (use the code's own trace)"
             )
         with quiet_kineto_log():
             profile.__exit__(None, None, None)
-        try:
-            with atomic_output(self.output_path) as temporary:  # ends in .gz if the output does
-                profile.export_chrome_trace(str(temporary))
-        except OSError as error:
-            raise CaptureError(f"cannot write trace {self.output_path}: {error}") from None
+        write_trace(self.output_path, profile.export_chrome_trace)
         self._annotate_compiled_kernels()
         if self.windows:
             from ncompass.capture.windows import write_windows
