@@ -1,0 +1,215 @@
+"""One pass over a trace that keeps what the efficiency figures need: shaped ops, markers,
+launches and GPU events, as per-thread columns.
+
+The linking pass (``traces.link``) folds CPU operators into per-name totals and drops their
+``args``; this pass reads ``Input Dims``/``Input type``/``Concrete Inputs`` with its own compact
+decoder (``msgspec`` structs skipping every other key) and keeps only the ops that do work
+(see :mod:`ncompass.analysis.op_work`), so its memory grows with those, not with the file.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ncompass.analysis.op_work import OpWork, op_work
+from ncompass.traces.events import GPU_CATEGORIES, MARKER_CATEGORY
+from ncompass.traces.reader import TraceReader
+
+_Value = int | float | str | bool | None
+
+
+class _Args(msgspec.Struct, gc=False):
+    dims: Any = msgspec.field(default=None, name="Input Dims")
+    types: Any = msgspec.field(default=None, name="Input type")
+    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    correlation: Any = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: _Args | None = None
+
+
+_DECODER = msgspec.json.Decoder(list[_Event])
+
+
+def _decode(text: bytes) -> list[Any] | None:
+    try:
+        return _DECODER.decode(text)
+    except (msgspec.MsgspecError, ValueError, RecursionError):  # dicts read this batch
+        return None
+
+
+@dataclass
+class OpCall:
+    """One call of an op that does work, on one thread (times in µs, as in the trace)."""
+
+    name: str
+    start: float
+    end: float
+    work: OpWork
+    counted: bool = False  # outermost work op on its thread: a marker's totals count it
+
+
+@dataclass
+class ThreadWork:
+    """One CPU thread's work ops (by start), markers, and launches (by time)."""
+
+    ops: list[OpCall] = field(default_factory=list)
+    markers: list[tuple[str, float, float]] = field(default_factory=list)
+    launches: list[tuple[float, int]] = field(default_factory=list)  # (ts, correlation)
+
+
+@dataclass
+class GpuCall:
+    """One GPU event: its name, category, duration, and the correlation of its launch."""
+
+    name: str
+    category: str
+    duration: float
+    correlation: int | None
+
+
+@dataclass
+class WorkEvents:
+    """What the efficiency pass read from one trace."""
+
+    threads: dict[tuple[Any, Any], ThreadWork] = field(default_factory=dict)
+    gpu: list[GpuCall] = field(default_factory=list)
+    shaped_ops: int = 0  # cpu_op events that carry "Input Dims" (0: recorded without shapes)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def read_work_events(path: str | Path) -> WorkEvents:
+    """Read the shaped ops, markers, launches and GPU events of a trace in one pass."""
+    reader = TraceReader(path, progress=False)
+    found = WorkEvents()
+    for batch in reader.decoded_batches(_decode):
+        for event in batch:
+            if isinstance(event, dict):
+                _add(found, _from_dict(event))
+            else:
+                _add(found, event)
+    found.metadata = reader.metadata
+    for thread in found.threads.values():
+        thread.ops.sort(key=lambda call: (call.start, -call.end))
+        thread.markers.sort(key=lambda marker: marker[1])
+        thread.launches.sort()
+        _mark_outermost(thread.ops)
+    return found
+
+
+def _from_dict(event: dict[str, Any]) -> _Event:
+    args = event.get("args")
+    return _Event(
+        event.get("ph"),
+        event.get("cat"),
+        event.get("name"),
+        event.get("pid"),
+        event.get("tid"),
+        event.get("ts"),
+        event.get("dur"),
+        _Args(
+            args.get("Input Dims"),
+            args.get("Input type"),
+            args.get("Concrete Inputs"),
+            args.get("correlation"),
+        )
+        if isinstance(args, dict)
+        else None,
+    )
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _add(found: WorkEvents, event: _Event) -> None:
+    if event.ph != "X":
+        return
+    start = _number(event.ts)
+    if start is None:
+        return
+    duration = _number(event.dur) or 0.0
+    category = event.cat.lower() if isinstance(event.cat, str) else ""
+    args = event.args
+    if category in GPU_CATEGORIES:
+        correlation = args.correlation if args is not None else None
+        found.gpu.append(
+            GpuCall(
+                str(event.name),
+                category,
+                duration,
+                correlation if isinstance(correlation, int) else None,
+            )
+        )
+        return
+    key = (event.pid, event.tid)
+    if category == "cpu_op":
+        if args is None or args.dims is None:
+            return
+        found.shaped_ops += 1
+        work = op_work(str(event.name), args.dims, args.types, args.concrete)
+        if work is not None:
+            thread = found.threads.get(key) or found.threads.setdefault(key, ThreadWork())
+            thread.ops.append(OpCall(str(event.name), start, start + duration, work))
+    elif category == MARKER_CATEGORY:
+        thread = found.threads.get(key) or found.threads.setdefault(key, ThreadWork())
+        thread.markers.append((str(event.name), start, start + duration))
+    elif args is not None and isinstance(args.correlation, int):
+        thread = found.threads.get(key) or found.threads.setdefault(key, ThreadWork())
+        thread.launches.append((start, args.correlation))
+
+
+def _mark_outermost(ops: list[OpCall]) -> None:
+    """Count each op whose work no enclosing work op already holds (aten::linear, not its
+    aten::addmm): ops are sorted by start, and enclosing ones end last."""
+    open_until = float("-inf")
+    for call in ops:
+        if call.start >= open_until:
+            call.counted = True
+            open_until = call.end
+
+
+class RangeSums:
+    """Sums of per-item values over time ranges on one thread (prefix sums, bisect)."""
+
+    def __init__(self, times: list[float], values: Iterable[float]) -> None:
+        self._times = times
+        self._sums = [0.0, *accumulate(values)]
+
+    def between(self, start: float, end: float) -> float:
+        """The sum over the items whose time is in [start, end]."""
+        low = bisect_left(self._times, start)
+        high = bisect_right(self._times, end)
+        return self._sums[high] - self._sums[low] if high > low else 0.0
+
+
+__all__ = [
+    "GpuCall",
+    "OpCall",
+    "RangeSums",
+    "ThreadWork",
+    "WorkEvents",
+    "read_work_events",
+]
