@@ -152,6 +152,8 @@ def op_work(name: str, dims: Any, types: Any, concrete: Any) -> OpWork | None:
         or base in _COPIES
     ):  # fmt: skip
         return None
+    if name in _CONV_ND and not (isinstance(concrete, list) and len(concrete) > 4 and concrete[4]):
+        return None  # padding="same"/"valid" is recorded as '': aten::convolution inside says
     shapes = [_shape(entry) for entry in dims]
     tensors = [
         (shape, types[index] if index < len(types) else "")

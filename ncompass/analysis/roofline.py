@@ -26,7 +26,7 @@ from ncompass.analysis.device_peaks import (
 )
 from ncompass.analysis.work_events import RangeSums, WorkEvents, read_work_events
 
-OVERHEAD_BELOW = 0.1
+OVERHEAD_BELOW = 0.05
 """Below this share of the roofline, the time is called overhead, not compute or memory."""
 
 _STEP_PREFIX = "ProfilerStep#"
@@ -202,9 +202,10 @@ def _measured(*, recalibrate: bool = False) -> DevicePeaks | None:
 
 def _aggregate(found: WorkEvents, has_gpu: bool, device: DevicePeaks | None) -> EfficiencyReport:
     gpu_by_correlation: dict[int, float] = defaultdict(float)
-    for gpu_call in found.gpu:
-        if gpu_call.correlation is not None:
-            gpu_by_correlation[gpu_call.correlation] += gpu_call.duration
+    calls = found.gpu
+    for correlation, duration in zip(calls.correlation, calls.duration, strict=True):
+        if correlation != -1:
+            gpu_by_correlation[correlation] += duration
     markers: dict[str, Work] = defaultdict(Work)
     operators: dict[str, Work] = defaultdict(Work)
     model_flops = 0.0
@@ -299,19 +300,21 @@ def _kernel_work(found: WorkEvents, launcher: dict[int, tuple[Any, float]]) -> d
     """GPU kernels inherit the work of the op that launched them, by their share of its GPU
     time when it launched several (then marked estimated)."""
     kernels: dict[str, Work] = {}
-    for call in found.gpu:
-        if call.correlation is None or call.correlation not in launcher:
+    gpu = found.gpu
+    for name_id, duration, correlation in zip(gpu.name, gpu.duration, gpu.correlation, strict=True):
+        if correlation not in launcher:
             continue
-        op, op_gpu_us = launcher[call.correlation]
-        share = call.duration / op_gpu_us if op_gpu_us > 0 else 1.0
-        entry = kernels.get(call.name) or kernels.setdefault(call.name, Work())
+        op, op_gpu_us = launcher[correlation]
+        share = duration / op_gpu_us if op_gpu_us > 0 else 1.0
+        name = gpu.names[name_id]
+        entry = kernels.get(name) or kernels.setdefault(name, Work())
         entry.add(
             op.work.dtype,
             op.work.flops * share,
             op.work.tensor_flops * share,
             op.work.bytes * share,
         )
-        entry.seconds += call.duration * 1e-6
+        entry.seconds += duration * 1e-6
         entry.estimated = entry.estimated or share < 0.999
     return kernels
 

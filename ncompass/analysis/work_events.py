@@ -9,6 +9,9 @@ decoder (``msgspec`` structs skipping every other key) and keeps only the ops th
 
 from __future__ import annotations
 
+import gzip
+import zlib
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -73,14 +76,39 @@ class ThreadWork:
     launches: list[tuple[float, int]] = field(default_factory=list)  # (ts, correlation)
 
 
-@dataclass
-class GpuCall:
-    """One GPU event: its name, category, duration, and the correlation of its launch."""
+_NO_CORRELATION = -1
 
-    name: str
-    category: str
-    duration: float
-    correlation: int | None
+
+@dataclass
+class GpuCalls:
+    """The GPU events, as columns (a kernel-heavy trace has millions): interned name, duration
+    (µs) and the correlation of the launch (-1: none)."""
+
+    names: list[str] = field(default_factory=list)
+    name: array[int] = field(default_factory=lambda: array("q"))
+    duration: array[float] = field(default_factory=lambda: array("d"))
+    correlation: array[int] = field(default_factory=lambda: array("q"))
+    _ids: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.duration)
+
+    def __bool__(self) -> bool:
+        return len(self.duration) > 0
+
+    def add(self, name: str, duration: float, correlation: int | None) -> None:
+        """Add one GPU event."""
+        index = self._ids.get(name)
+        if index is None:
+            index = self._ids[name] = len(self.names)
+            self.names.append(name)
+        self.name.append(index)
+        self.duration.append(duration)
+        self.correlation.append(
+            correlation
+            if correlation is not None and -(2**63) <= correlation < 2**63
+            else _NO_CORRELATION
+        )
 
 
 @dataclass
@@ -88,13 +116,38 @@ class WorkEvents:
     """What the efficiency pass read from one trace."""
 
     threads: dict[tuple[Any, Any], ThreadWork] = field(default_factory=dict)
-    gpu: list[GpuCall] = field(default_factory=list)
+    gpu: GpuCalls = field(default_factory=GpuCalls)
     shaped_ops: int = 0  # cpu_op events that carry "Input Dims" (0: recorded without shapes)
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+_SHAPES_KEY = b'"Input Dims"'
+_PROBE_CHUNK = 256 << 10  # small: it runs while the linked trace is still held
+
+
+def has_shapes(path: str | Path) -> bool:
+    """Whether the trace's text holds ``"Input Dims"`` anywhere: a byte search, so a trace
+    recorded without shapes costs a read, not a decode (and none of the pass's memory)."""
+    with open(path, "rb") as raw:
+        compressed = raw.read(2) == b"\x1f\x8b"
+    opener: Any = gzip.open if compressed else open
+    tail = b""
+    try:
+        with opener(path, "rb") as handle:
+            while chunk := handle.read(_PROBE_CHUNK):
+                if _SHAPES_KEY in tail + chunk[: len(_SHAPES_KEY)] or _SHAPES_KEY in chunk:
+                    return True
+                tail = chunk[-len(_SHAPES_KEY) :]
+    except (OSError, EOFError, zlib.error):  # a damaged file: the reader says what is wrong
+        return True
+    return False
+
+
 def read_work_events(path: str | Path) -> WorkEvents:
-    """Read the shaped ops, markers, launches and GPU events of a trace in one pass."""
+    """Read the shaped ops, markers, launches and GPU events of a trace in one pass (nothing
+    but the probe when the trace has no shapes: ``shaped_ops`` is then 0)."""
+    if not has_shapes(path):
+        return WorkEvents()
     reader = TraceReader(path, progress=False)
     found = WorkEvents()
     for batch in reader.decoded_batches(_decode):
@@ -155,13 +208,12 @@ def _add(found: WorkEvents, event: _Event) -> None:
     args = event.args
     if category in GPU_CATEGORIES:
         correlation = args.correlation if args is not None else None
-        found.gpu.append(
-            GpuCall(
-                str(event.name),
-                category,
-                duration,
-                correlation if isinstance(correlation, int) else None,
-            )
+        found.gpu.add(
+            str(event.name),
+            duration,
+            correlation
+            if isinstance(correlation, int) and not isinstance(correlation, bool)
+            else None,
         )
         return
     key = (event.pid, event.tid)
@@ -206,10 +258,11 @@ class RangeSums:
 
 
 __all__ = [
-    "GpuCall",
+    "GpuCalls",
     "OpCall",
     "RangeSums",
     "ThreadWork",
     "WorkEvents",
+    "has_shapes",
     "read_work_events",
 ]
