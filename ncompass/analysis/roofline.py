@@ -170,6 +170,15 @@ def efficiency_report(
     return report
 
 
+def work_figures(path: str | Path) -> EfficiencyReport | None:
+    """The work figures (FLOPs, bytes, achieved rates) of a trace without any peaks, so no
+    calibration; None when it was recorded without shapes."""
+    found = read_work_events(path)
+    if not found.shaped_ops:
+        return None
+    return _aggregate(found, bool(found.gpu), None)
+
+
 def _device(
     found: WorkEvents,
     has_gpu: bool,
@@ -339,4 +348,4 @@ def _raised_to_observed(report: EfficiencyReport, device: DevicePeaks) -> Device
     return replace(device, flops_per_s=flops, bytes_per_s=bandwidth, raised_to_observed=True)
 
 
-__all__ = ["OVERHEAD_BELOW", "EfficiencyReport", "Work", "efficiency_report"]
+__all__ = ["OVERHEAD_BELOW", "EfficiencyReport", "Work", "efficiency_report", "work_figures"]

@@ -273,3 +273,18 @@ def test_session_answer_says_the_bound_of_its_marker(planted: Path) -> None:
     phrase = bound_phrase(efficiency)
     assert phrase.startswith("; memory-bound, ") and phrase.endswith("% of peak bandwidth")
     assert marker_efficiency(HTA / "nccl_parser_config" / "nccl_data.json.gz", {"x"}) is None
+
+
+def test_compare_reports_achieved_flop_rate_changes(planted: Path, tmp_path: Path) -> None:
+    after = tmp_path / "after.json"
+    after.write_bytes(planted.read_bytes())
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "ncompass", "compare", str(planted), "--", str(after)]
+    text = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+    assert "## Achieved FLOP/s" in text and "`gemm_loop`" in text
+    done = subprocess.run(
+        [*command, "--json"], capture_output=True, text=True, env=env, check=True
+    ).stdout
+    rates = {row["name"]: row for row in json.loads(done)["flop_rates"]}
+    assert rates["gemm_loop"]["ratio"] == pytest.approx(1.0)
+    assert rates["gemm_loop"]["before_flops"] == 10 * 2 * 768**3
