@@ -130,6 +130,20 @@ class OpWork:
         return self.flops > 0 or self.bytes > 0
 
 
+_COUNTED: dict[str, bool] = {}
+
+
+def counts_work(name: str) -> bool:
+    """Whether ``name`` is an op whose work is counted (cheap: decided once per name)."""
+    known = _COUNTED.get(name)
+    if known is None:
+        base = _base_name(name)
+        known = _COUNTED[name] = name in TENSOR_FLOP_OPS or any(
+            base in group for group in (_ELEMENTWISE, _REDUCTIONS, _SOFTMAX, _NORMS, _COPIES)
+        )
+    return known
+
+
 def _base_name(name: str) -> str:
     short = name[6:] if name.startswith("aten::") else name
     return short[:-1] if short.endswith("_") and not short.endswith("__") else short
@@ -146,12 +160,9 @@ def op_work(name: str, dims: Any, types: Any, concrete: Any) -> OpWork | None:
     """
     if not isinstance(dims, list) or not isinstance(types, list):
         return None
-    base = _base_name(name)
-    if name not in TENSOR_FLOP_OPS and not (
-        base in _ELEMENTWISE or base in _REDUCTIONS or base in _SOFTMAX or base in _NORMS
-        or base in _COPIES
-    ):  # fmt: skip
+    if not counts_work(name):
         return None
+    base = _base_name(name)
     if name in _CONV_ND and not (isinstance(concrete, list) and len(concrete) > 4 and concrete[4]):
         return None  # padding="same"/"valid" is recorded as '': aten::convolution inside says
     shapes = [_shape(entry) for entry in dims]
@@ -399,4 +410,4 @@ def _tensor_flops(
     return 0.0, None
 
 
-__all__ = ["DTYPE_BYTES", "DTYPE_CLASS", "TENSOR_FLOP_OPS", "OpWork", "op_work"]
+__all__ = ["DTYPE_BYTES", "DTYPE_CLASS", "TENSOR_FLOP_OPS", "OpWork", "counts_work", "op_work"]

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import orjson
 
-from ncompass.analysis.op_work import OpWork, op_work
+from ncompass.analysis.op_work import OpWork, counts_work, op_work
 from ncompass.traces.events import GPU_CATEGORIES, MARKER_CATEGORY
 from ncompass.traces.reader import TraceReader
 
@@ -29,9 +30,19 @@ _Value = int | float | str | bool | None
 
 
 class _Args(msgspec.Struct, gc=False):
+    # Raw: the shapes stay text until an op name that does work needs them, and the text is
+    # the key of the per-signature cache (a trace repeats the same calls many times)
     dims: Any = msgspec.field(default=None, name="Input Dims")
     types: Any = msgspec.field(default=None, name="Input type")
     concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    correlation: Any = None
+
+
+class _RawArgs(msgspec.Struct, gc=False):
+    # msgspec takes Raw only on its own, not in a union: an empty Raw stands for "absent"
+    dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Concrete Inputs")
     correlation: Any = None
 
 
@@ -43,10 +54,22 @@ class _Event(msgspec.Struct, gc=False):
     tid: Any = None
     ts: Any = None
     dur: Any = None
-    args: _Args | None = None
+    args: _RawArgs | _Args | None = None
 
 
-_DECODER = msgspec.json.Decoder(list[_Event])
+class _RawEvent(msgspec.Struct, gc=False):
+    # typed: a batch with anything else here (a quoted number) is read by dicts instead
+    ph: str | None = None
+    cat: str | None = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: float | None = None
+    dur: float | None = None
+    args: _RawArgs | None = None
+
+
+_DECODER = msgspec.json.Decoder(list[_RawEvent])
 
 
 def _decode(text: bytes) -> list[Any] | None:
@@ -119,6 +142,7 @@ class WorkEvents:
     gpu: GpuCalls = field(default_factory=GpuCalls)
     shaped_ops: int = 0  # cpu_op events that carry "Input Dims" (0: recorded without shapes)
     metadata: dict[str, Any] = field(default_factory=dict)
+    work_cache: dict[tuple[Any, ...], OpWork | None] = field(default_factory=dict)
 
 
 _SHAPES_KEY = b'"Input Dims"'
@@ -197,40 +221,66 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _add(found: WorkEvents, event: _Event) -> None:
+def _add(found: WorkEvents, event: Any) -> None:  # a _RawEvent, or an _Event from a dict
     if event.ph != "X":
         return
-    start = _number(event.ts)
+    category = event.cat
+    if category is None:
+        return
+    if type(event) is _RawEvent:
+        start, duration = event.ts, event.dur or 0.0
+    else:
+        start, duration = _number(event.ts), _number(event.dur) or 0.0
+        category = category.lower() if isinstance(category, str) else ""
     if start is None:
         return
-    duration = _number(event.dur) or 0.0
-    category = event.cat.lower() if isinstance(event.cat, str) else ""
     args = event.args
-    if category in GPU_CATEGORIES:
-        correlation = args.correlation if args is not None else None
-        found.gpu.add(
-            str(event.name),
-            duration,
-            correlation
-            if isinstance(correlation, int) and not isinstance(correlation, bool)
-            else None,
-        )
-        return
-    key = (event.pid, event.tid)
     if category == "cpu_op":
-        if args is None or args.dims is None:
+        if args is None or args.dims is None or (type(args) is _RawArgs and not args.dims):
             return
         found.shaped_ops += 1
-        work = op_work(str(event.name), args.dims, args.types, args.concrete)
+        name = str(event.name)
+        if not counts_work(name):
+            return
+        work = _cached_work(found, name, args)
         if work is not None:
-            thread = found.threads.get(key) or found.threads.setdefault(key, ThreadWork())
-            thread.ops.append(OpCall(str(event.name), start, start + duration, work))
+            thread = _thread(found, (event.pid, event.tid))
+            thread.ops.append(OpCall(name, start, start + duration, work))
+        return
+    if category.lower() in GPU_CATEGORIES:
+        correlation = args.correlation if args is not None else None
+        if not isinstance(correlation, int) or isinstance(correlation, bool):
+            correlation = None
+        found.gpu.add(str(event.name), duration, correlation)
     elif category == MARKER_CATEGORY:
-        thread = found.threads.get(key) or found.threads.setdefault(key, ThreadWork())
-        thread.markers.append((str(event.name), start, start + duration))
-    elif args is not None and isinstance(args.correlation, int):
-        thread = found.threads.get(key) or found.threads.setdefault(key, ThreadWork())
-        thread.launches.append((start, args.correlation))
+        _thread(found, (event.pid, event.tid)).markers.append(
+            (str(event.name), start, start + duration)
+        )
+    elif args is not None and type(args.correlation) is int:
+        _thread(found, (event.pid, event.tid)).launches.append((start, args.correlation))
+
+
+def _thread(found: WorkEvents, key: tuple[Any, Any]) -> ThreadWork:
+    thread = found.threads.get(key)
+    if thread is None:
+        thread = found.threads[key] = ThreadWork()
+    return thread
+
+
+def _cached_work(found: WorkEvents, name: str, args: Any) -> OpWork | None:
+    """The op's work, computed once per distinct (name, shapes, types, scalars)."""
+    raw = isinstance(args, _RawArgs)
+    parts = (args.dims, args.types, args.concrete)
+    key = (name, *(bytes(p) if raw else orjson.dumps(p) for p in parts))
+    if key in found.work_cache:
+        return found.work_cache[key]
+    if raw:
+        dims, types, concrete = (msgspec.json.decode(p) if p else None for p in parts)
+    else:
+        dims, types, concrete = parts
+    work = op_work(name, dims, types, concrete)
+    found.work_cache[key] = work
+    return work
 
 
 def _mark_outermost(ops: list[OpCall]) -> None:
