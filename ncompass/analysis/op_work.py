@@ -91,8 +91,7 @@ _ELEMENTWISE = {
     "exp", "log", "sqrt", "rsqrt", "pow", "clamp", "clamp_min", "clamp_max", "where", "erf",
     "threshold_backward", "gelu_backward", "silu_backward", "tanh_backward",
     "sigmoid_backward", "hardtanh", "leaky_relu", "reciprocal", "sin", "cos", "masked_fill",
-    "addcmul", "addcdiv", "lerp", "maximum", "minimum", "fill", "zero", "dropout",
-    "native_dropout", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "bitwise_not",
+    "addcmul", "addcdiv", "lerp", "maximum", "minimum", "fill", "zero", "native_dropout", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "bitwise_not",
 }  # fmt: skip
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "norm", "prod",
                "argmax", "argmin", "logsumexp", "all", "any"}  # fmt: skip
@@ -101,12 +100,15 @@ _SOFTMAX = {"softmax", "_softmax", "log_softmax", "_log_softmax", "_softmax_back
 _NORMS = {"layer_norm", "native_layer_norm", "native_layer_norm_backward", "group_norm",
           "native_group_norm", "batch_norm", "native_batch_norm", "_native_batch_norm_legit",
           "rms_norm", "_fused_rms_norm", "native_batch_norm_backward"}  # fmt: skip
-# Ops that move memory without arithmetic: bytes, no FLOPs.
-_COPIES = {"copy_", "clone", "contiguous", "cat", "stack", "index_select", "gather", "scatter",
-           "embedding", "index", "_to_copy", "repeat", "flip", "roll", "pad",
+# Ops that move memory without arithmetic: bytes, no FLOPs. Names as _base_name gives them
+# (no aten::, no trailing _). Not contiguous/to: they return their input when it already fits,
+# and the clone/_to_copy inside is recorded when they do copy.
+# (dropout, too, returns its input in eval mode; native_dropout is the one that works.) Lookups
+# (embedding, index_select, gather) read only the rows they pick: left out, not overcounted.
+_COPIES = {"copy", "clone", "cat", "stack", "_to_copy", "repeat", "flip", "roll",
            "constant_pad_nd"}  # fmt: skip
-# Ops whose output is read by their input (written in place): no separate output bytes.
-_NO_OUTPUT = {"copy_", "fill_", "zero_"}
+# Ops that write into an input (copy_(dst, src), fill_): no separate output bytes.
+_NO_OUTPUT = {"copy", "fill", "zero"}
 
 TENSOR_FLOP_OPS = frozenset(
     _MM | _ADDMM | _BMM | _BADDBMM | _LINEAR | _CONV_ND | _CONVOLUTION | _CONV_TRANSPOSE
