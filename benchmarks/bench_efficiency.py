@@ -22,7 +22,9 @@ from pathlib import Path
 
 from repeated_trace import DATA, HERE, repeated_trace
 
-SOURCE = HERE.parent / "tests" / "data" / "traces" / "hta" / "trace_filter" / "sampled_rank-0.json.gz"
+SOURCE = (
+    HERE.parent / "tests" / "data" / "traces" / "hta" / "trace_filter" / "sampled_rank-0.json.gz"
+)
 
 _CHILD = r"""
 import sys, time

@@ -91,7 +91,8 @@ _ELEMENTWISE = {
     "exp", "log", "sqrt", "rsqrt", "pow", "clamp", "clamp_min", "clamp_max", "where", "erf",
     "threshold_backward", "gelu_backward", "silu_backward", "tanh_backward",
     "sigmoid_backward", "hardtanh", "leaky_relu", "reciprocal", "sin", "cos", "masked_fill",
-    "addcmul", "addcdiv", "lerp", "maximum", "minimum", "fill", "zero", "native_dropout", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "bitwise_not",
+    "addcmul", "addcdiv", "lerp", "maximum", "minimum", "fill", "zero", "native_dropout",
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "bitwise_not",
 }  # fmt: skip
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "norm", "prod",
                "argmax", "argmin", "logsumexp", "all", "any"}  # fmt: skip
