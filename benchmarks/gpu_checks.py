@@ -445,6 +445,54 @@ def check_process_tree(device: str) -> Outcome:
     return judged(device, len(marked) >= 2, figure, "markers of both spawned processes")
 
 
+# ---------------------------------------------------------------------------------------------
+# 7. the roofline: a cuBLAS GEMM near the table's peak, called compute-bound
+
+ROOFLINE_PROGRAM = (
+    PROLOGUE
+    + f"""\
+from torch.profiler import record_function
+size = 8192 if DEVICE == "cuda" else 512
+dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+a = torch.randn(size, size, device=DEVICE, dtype=dtype)
+b = torch.randn(size, size, device=DEVICE, dtype=dtype)
+for _ in range(3):
+    a @ b  # warm: cuBLAS picks its kernel
+{_sync()}
+with record_function("gemm"):
+    for _ in range(20):
+        a @ b
+    {_sync()}
+print("done", flush=True)
+"""
+)
+
+
+def check_roofline(device: str) -> Outcome:
+    """A cuBLAS GEMM reaches at least 60 % of the table's peak and is called compute-bound."""
+    with tempfile.TemporaryDirectory() as folder:
+        trace = profiled(ROOFLINE_PROGRAM, Path(folder), device, "--record-shapes")
+        structured = summary(trace, device)["structured"]
+    gemm = next(row for row in structured["markers"] if row["name"] == "gemm")
+    efficiency = gemm["efficiency"] or {}
+    device_row = structured.get("device") or {}
+    share = efficiency.get("of_peak")
+    figure = (
+        f"gemm: {efficiency.get('flops_per_s') or 0:.3g} FLOP/s, {efficiency.get('bound')}, "
+        f"{0 if share is None else share:.0%} of the {device_row.get('source')} peak "
+        f"({device_row.get('name')})"
+    )
+    if device != "cuda":  # the path ran and judged the GEMM; the 60 % is a GPU's table figure
+        return judged(device, share is not None, figure, "a bound and a share of peak")
+    holds = (
+        efficiency.get("bound") == "compute"
+        and share is not None
+        and share >= 0.6
+        and device_row.get("source") == "table"
+    )
+    return judged(device, holds, figure, "compute-bound at >= 60 % of the table's peak")
+
+
 CHECKS: dict[str, Check] = {
     "transformers-run": Check(check_transformers_run, 90),
     "compiled": Check(check_compiled, 120),
@@ -452,6 +500,7 @@ CHECKS: dict[str, Check] = {
     "gpu-monitor": Check(check_gpu_monitor, 30),
     "kernels": Check(check_kernels, 90),
     "process-tree": Check(check_process_tree, 60),
+    "roofline": Check(check_roofline, 90),
 }
 
 

@@ -38,6 +38,14 @@ NCOMPASS_AUTOTUNE = "NCOMPASS_AUTOTUNE"
 NCOMPASS_AUTOTUNE_DIR = "NCOMPASS_AUTOTUNE_DIR"
 """Where the autotuner caches its choices."""
 
+# --- efficiency (roofline) ---------------------------------------------------------------------
+NCOMPASS_PEAK_FLOPS = "NCOMPASS_PEAK_FLOPS"
+"""The device's peak FLOP/s for every dtype, in place of the table or the calibration."""
+NCOMPASS_PEAK_BANDWIDTH = "NCOMPASS_PEAK_BANDWIDTH"
+"""The device's peak memory bandwidth in bytes/s, in place of the table or the calibration."""
+NCOMPASS_PEAKS_DIR = "NCOMPASS_PEAKS_DIR"
+"""Where this machine's measured CPU peaks are cached (default ``~/.cache/ncompass/peaks``)."""
+
 # --- analysis providers and the service ---------------------------------------------------------
 NCOMPASS_ANALYSIS_URL = "NCOMPASS_ANALYSIS_URL"
 """Base URL of an ``ncompass serve`` service to analyse traces with."""
@@ -98,6 +106,9 @@ __all__ = [
     "NCOMPASS_NVTX_MAX_EVENTS",
     "NCOMPASS_NVTX_OUTPUT",
     "NCOMPASS_NVTX_WINDOWS",
+    "NCOMPASS_PEAKS_DIR",
+    "NCOMPASS_PEAK_BANDWIDTH",
+    "NCOMPASS_PEAK_FLOPS",
     "NCOMPASS_PROFILE",
     "NCOMPASS_REMOTE",
     "NCOMPASS_REMOTE_CHUNK_BYTES",

@@ -14,7 +14,15 @@ import pytest
 from tests.conftest import REPO
 
 GPU_CHECK = REPO / "benchmarks" / "gpu_check.py"
-CHECKS = ("transformers-run", "compiled", "nvtx", "gpu-monitor", "kernels", "process-tree")
+CHECKS = (
+    "transformers-run",
+    "compiled",
+    "nvtx",
+    "gpu-monitor",
+    "kernels",
+    "process-tree",
+    "roofline",
+)
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(
@@ -41,7 +49,7 @@ def test_without_cuda_every_check_is_skipped_with_its_reason(tmp_path: Path) -> 
         assert row["status"] == "skipped"
         assert row["detail"].startswith("needs CUDA: torch ")
     assert "every check is skipped" in done.stdout
-    assert "6 checks in" in done.stdout and "6 skipped" in done.stdout
+    assert "7 checks in" in done.stdout and "7 skipped" in done.stdout
 
 
 @pytest.mark.slow

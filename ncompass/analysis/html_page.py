@@ -13,6 +13,7 @@ from ncompass.analysis.compiled_region_text import compiled_region_lines
 from ncompass.analysis.markdown_report import compiled_headline
 from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT, timeline_svg
 from ncompass.analysis.processes_page import run_html_sections
+from ncompass.analysis.roofline_page import roofline_section
 from ncompass.analysis.setup_text import setup_sentences
 from ncompass.analysis.summary_types import (
     BottleneckRow,
@@ -80,6 +81,7 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
         *(["<h2>GPU time</h2>", _breakdown_chart(structured["breakdown"])] if has_gpu else []),
         "<h2>Markers</h2>",
         _marker_chart([op for op in operations if op["kind"] == "marker"][:top], has_gpu),
+        *roofline_section(structured, top),
         *_compiled_code(structured["markers"], top),
         *_compiled_regions(structured),
         "<h2>Bottlenecks</h2>",

@@ -8,6 +8,7 @@ from typing import Any
 
 from ncompass._format import format_duration
 from ncompass.analysis.compiled_region_text import compiled_region_lines
+from ncompass.analysis.efficiency_text import efficiency_cell, efficiency_lines, has_efficiency
 from ncompass.analysis.processes import run_markdown
 from ncompass.analysis.setup_text import setup_sentences
 from ncompass.analysis.summary_types import (
@@ -58,6 +59,7 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     if has_gpu:
         lines += _gpu_section(structured["breakdown"])
     lines += _bottleneck_section(structured["bottlenecks"])
+    lines += efficiency_lines(structured)
     if structured["recommendations"]:
         lines += ["## Recommendations", ""]
         lines += [f"- {text}" for text in structured["recommendations"]]
@@ -159,9 +161,12 @@ def _marker_table(
     gpu_header = " GPU total | GPU events |" if has_gpu else ""
     gpu_rule = "---:|---:|" if has_gpu else ""
     compile_header, compile_rule = (" of it compiling |", "---:|") if compiling else ("", "")
+    bound = has_efficiency(rows)
+    bound_header, bound_rule = (" bound, of peak |", "---:|") if bound else ("", "")
     lines += [
-        f"| marker | calls | CPU total |{compile_header} CPU self |{gpu_header} CPU share |",
-        f"|---|---:|---:|{compile_rule}---:|{gpu_rule}---:|",
+        f"| marker | calls | CPU total |{compile_header} CPU self |{gpu_header} CPU share |"
+        f"{bound_header}",
+        f"|---|---:|---:|{compile_rule}---:|{gpu_rule}---:|{bound_rule}",
     ]
     for row in rows:
         share = row.get("share_of_cpu_time")
@@ -172,6 +177,7 @@ def _marker_table(
             f"| {_cell(row['name'])} | {row['calls']} | {format_duration(row['cpu_total_us'])} |"
             f"{compile_cell} {format_duration(row['cpu_self_us'])} |{gpu} "
             f"{'' if share is None else f'{share:.1%}'} |"
+            + (f" {efficiency_cell(row)} |" if bound else "")
         )
     return [*lines, ""]
 
@@ -213,17 +219,19 @@ def _compiled_section(markers: list[MarkerRow], top: int) -> list[str]:
 def _kernel_table(rows: list[KernelOperation]) -> list[str]:
     if not rows:
         return []
+    bound = has_efficiency(rows)
     lines = [
         "## GPU kernels",
         "",
-        "| kernel | class | calls | total | mean | GPU share |",
-        "|---|---|---:|---:|---:|---:|",
+        "| kernel | class | calls | total | mean | GPU share |"
+        + (" bound, of peak |" if bound else ""),
+        "|---|---|---:|---:|---:|---:|" + ("---:|" if bound else ""),
     ]
     for row in rows:
         lines.append(
             f"| {_cell(row['name'])} | {row['class']} | {row['calls']} | "
             f"{format_duration(row['total_us'])} | {format_duration(row['mean_us'])} | "
-            f"{row['share_of_gpu_time']:.1%} |"
+            f"{row['share_of_gpu_time']:.1%} |" + (f" {efficiency_cell(row)} |" if bound else "")
         )
     return [*lines, ""]
 
@@ -231,18 +239,20 @@ def _kernel_table(rows: list[KernelOperation]) -> list[str]:
 def _operator_table(rows: list[CpuOperation]) -> list[str]:
     if not rows:
         return []
+    bound = has_efficiency(rows)
     lines = [
         "## CPU operators",
         "",
         "Inclusive times: nested operators are counted in their parents too.",
         "",
-        "| operator | calls | total | mean | CPU share |",
-        "|---|---:|---:|---:|---:|",
+        "| operator | calls | total | mean | CPU share |" + (" bound, of peak |" if bound else ""),
+        "|---|---:|---:|---:|---:|" + ("---:|" if bound else ""),
     ]
     for row in rows:
         lines.append(
             f"| {_cell(row['name'])} | {row['calls']} | {format_duration(row['total_us'])} | "
             f"{format_duration(row['mean_us'])} | {row['share_of_cpu_time']:.1%} |"
+            + (f" {efficiency_cell(row)} |" if bound else "")
         )
     return [*lines, ""]
 

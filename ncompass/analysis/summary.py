@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from ncompass.analysis.breakdown import rank_breakdown
 from ncompass.analysis.compiled_regions import compiled_region_stats
+from ncompass.analysis.efficiency_rows import add_efficiency
 from ncompass.analysis.html_page import SummaryReport
 from ncompass.analysis.markdown_report import render_markdown
 from ncompass.analysis.markers import (
@@ -32,6 +33,10 @@ def summarize_trace(
     feedback_context: dict[str, Any] | None = None,
     progress: bool | None = None,
     jobs: int | None = 1,
+    efficiency: bool = True,
+    peak_flops: float | None = None,
+    peak_bandwidth: float | None = None,
+    calibrate: bool | None = None,
 ) -> Summary:
     """Summarize where a trace's time went.
 
@@ -43,6 +48,12 @@ def summarize_trace(
         progress: Progress bar on stderr (None: only on a terminal, for large files).
         jobs: Processes reading a large trace in parts (None: one per core); see
             :func:`~ncompass.traces.link.link_trace`.
+        efficiency: Add FLOPs, bytes, the bound and the share of peak (``device``,
+            ``model_flops``, ``mfu`` and each row's ``efficiency``; see
+            :mod:`~ncompass.analysis.roofline`).
+        peak_flops: The device's peak FLOP/s, in place of the table's or the calibration's.
+        peak_bandwidth: The device's memory bandwidth (bytes/s), likewise.
+        calibrate: Measure this machine's peaks (None: for CPU traces, once, cached).
 
     Returns:
         ``{"markdown": str, "structured": {"operations", "bottlenecks", "recommendations",
@@ -104,6 +115,14 @@ def summarize_trace(
     run = run_report(trace, top=top)
     if run is not None:  # a run's merged trace: per process and per rank as well
         structured["run"] = run
+    if efficiency:
+        add_efficiency(
+            structured,
+            path,
+            peak_flops=peak_flops,
+            peak_bandwidth=peak_bandwidth,
+            calibrate=calibrate,
+        )
     report = SummaryReport(markdown=render_markdown(structured, top=top), structured=structured)
     return cast(Summary, report)
 

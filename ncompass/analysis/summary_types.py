@@ -25,6 +25,27 @@ class CompiledKernelRow(TypedDict):
     total_us: float
 
 
+class EfficiencyRow(TypedDict):
+    """How far a marker, op or kernel is from the limit (``analysis/roofline.py``).
+
+    ``flops`` counts every op (FlopCounterMode's formulas for matrix products, convolutions
+    and attention, ``tensor_flops``, plus a documented count for the rest); ``bytes`` is the
+    ops' input and output sizes, a lower bound on traffic. ``bound``/``of_peak`` are None when
+    the device has no known peaks."""
+
+    flops: float
+    tensor_flops: float
+    bytes: float
+    flops_per_s: float | None
+    bytes_per_s: float | None
+    intensity: float | None
+    bound: Literal["compute", "memory", "overhead"] | None
+    of_peak: float | None
+    time_left_us: float | None  # time × (1 − of_peak)
+    estimated: NotRequired[bool]  # a kernel's share of work its op launched with others
+    gpu_idle_share: NotRequired[float]  # on GPU traces: CPU time with no kernel of it running
+
+
 class MarkerRow(TypedDict):
     """One marker name's statistics (``MarkerStats.to_dict``); times in microseconds."""
 
@@ -43,6 +64,7 @@ class MarkerRow(TypedDict):
     sync_us: float
     threads: int
     compiled_kernels: list[CompiledKernelRow]
+    efficiency: NotRequired[EfficiencyRow | None]  # None: the trace has no shapes
 
 
 class MarkerOperation(MarkerRow):
@@ -66,6 +88,7 @@ KernelOperation = TypedDict(
         "max_us": float,
         "bytes": int,
         "share_of_gpu_time": float,
+        "efficiency": NotRequired[EfficiencyRow | None],
     },
 )
 KernelOperation.__doc__ = """An ``operations`` row of kind ``kernel``: one GPU event name."""
@@ -81,6 +104,7 @@ class CpuOperation(TypedDict):
     mean_us: float
     max_us: float
     share_of_cpu_time: float
+    efficiency: NotRequired[EfficiencyRow | None]
 
 
 Operation = MarkerOperation | KernelOperation | CpuOperation
@@ -243,6 +267,11 @@ class StructuredSummary(TypedDict):
     narrative: NotRequired[Narrative]
     compiled_code: NotRequired[CompiledRegionRow]
     run: NotRequired[RunReport]  # a run's merged trace of several processes
+    # efficiency (analysis/roofline.py): None when the trace has no shapes
+    device: NotRequired[dict[str, Any] | None]
+    model_flops: NotRequired[float | None]
+    mfu: NotRequired[dict[str, Any] | None]
+    efficiency_note: NotRequired[str]  # why there are no figures
 
 
 class Summary(TypedDict):
@@ -258,6 +287,7 @@ __all__ = [
     "CompilePhases",
     "CompiledKernelRow",
     "CpuOperation",
+    "EfficiencyRow",
     "Focus",
     "KernelOperation",
     "MarkerOperation",

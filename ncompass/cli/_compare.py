@@ -129,12 +129,16 @@ def compare_command(
     if html_path is not None:
         refuse_overwriting_inputs(html_path, traces)
     comparison = compare(before, after, noise=noise)
+    from ncompass.analysis.comparison.flop_rates import flop_rate_changes, flop_rate_markdown
+
+    flop_rates = flop_rate_changes(before, after)  # None: a side has no shapes
     gate = check_slowdown(comparison, threshold, marker) if threshold is not None else None
     if html_path is not None:
         write_report(html_path, comparison.to_html(), traces)
         click.echo(f"wrote {html_path}", err=True)
     if as_json:
         values: dict[str, Any] = comparison.to_dict()
+        values["flop_rates"] = flop_rates
         if gate is not None:
             values["gate"] = {
                 "failed": gate.failed,
@@ -145,6 +149,7 @@ def compare_command(
         click.echo(orjson.dumps(values, option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(comparison.to_markdown(top=top), nl=False)
+        click.echo(flop_rate_markdown(flop_rates, top=top), nl=False)
     if gate is not None:
         click.echo(gate.message, err=True)
         if gate.failed:

@@ -40,8 +40,36 @@ _JOBS = click.option(
     help="Also write a self-contained HTML page with charts.",
 )
 @_JOBS
+@click.option(
+    "--peak-flops",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="FLOP/S",
+    help="The device's peak FLOP/s (every dtype), in place of the GPU table's or this "
+    "machine's measured one [env NCOMPASS_PEAK_FLOPS].",
+)
+@click.option(
+    "--peak-bandwidth",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="BYTES/S",
+    help="The device's peak memory bandwidth [env NCOMPASS_PEAK_BANDWIDTH].",
+)
+@click.option(
+    "--calibrate",
+    is_flag=True,
+    help="Measure this machine's peaks again (a GEMM and a copy; CPU traces are measured "
+    "once per machine anyway).",
+)
 def summarize_command(
-    traces: tuple[Path, ...], as_json: bool, top: int, html_path: Path | None, jobs: int | None
+    traces: tuple[Path, ...],
+    as_json: bool,
+    top: int,
+    html_path: Path | None,
+    jobs: int | None,
+    peak_flops: float | None,
+    peak_bandwidth: float | None,
+    calibrate: bool,
 ) -> None:
     """Summarize where the time of TRACE went: markers, kernels, bottlenecks, advice.
 
@@ -59,7 +87,14 @@ def summarize_command(
     trace = traces[0]
     if html_path is not None:
         refuse_overwriting_inputs(html_path, [trace])
-    summary = summarize_trace(trace, top=top, jobs=jobs)
+    summary = summarize_trace(
+        trace,
+        top=top,
+        jobs=jobs,
+        peak_flops=peak_flops,
+        peak_bandwidth=peak_bandwidth,
+        calibrate=calibrate or None,
+    )
     if html_path is not None:
         from ncompass.analysis.html_page import render_html
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from ncompass.capture.cpu_wait import CONTENDED_WAIT_SHARE, waited_share
 from ncompass.importer.registry import MarkerRecord
+from ncompass.session.answer_bound import bound_phrase, marker_efficiency
 from ncompass.session.history import IterationRecord
 from ncompass.session.paths import shown_path
 from ncompass.session.sites import name_pattern, site_of
@@ -130,6 +131,7 @@ class Answer:
     extern_kernels: list[WorkTime] = field(default_factory=list)
     process: str | None = None
     cpu_waited_share: float | None = None
+    efficiency: dict[str, Any] | None = None  # its marker's bound and share of peak (shapes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``answer`` of ``session run --json``)."""
@@ -162,6 +164,7 @@ class Answer:
             "cpu_waited_share": (
                 round(self.cpu_waited_share, 4) if self.cpu_waited_share is not None else None
             ),
+            "efficiency": self.efficiency,
         }
 
     @classmethod
@@ -191,6 +194,7 @@ class Answer:
             extern_kernels=[WorkTime(**k) for k in data.get("extern_kernels") or []],
             process=data.get("process"),
             cpu_waited_share=data.get("cpu_waited_share"),
+            efficiency=data.get("efficiency"),
         )
 
     def describe(self) -> str:
@@ -207,6 +211,7 @@ class Answer:
             f"{self.self_ms:.2f} ms {self.basis.upper()} ({100 * self.share:.0f}%), "
             f"{self.runs} run{'s' if self.runs != 1 else ''}, confidence {self.confidence}"
         )
+        text += bound_phrase(self.efficiency)
         if self.compiled_from is not None:
             text += f"; compiled, called from {self.compiled_from.statement}"
         if self.compiled_kernels_share is not None:
@@ -389,6 +394,9 @@ def answer_from_markers(
     )
     answer.ops, answer.kernels = _work_under(trace, occurrences[top], answer.self_ms * 1000, gpu)
     answer.process = _process_of(trace, occurrences[top])
+    answer.efficiency = marker_efficiency(
+        record.trace_path, {trace.markers[position].name for position in occurrences[top]}
+    )
     return answer
 
 

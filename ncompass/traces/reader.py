@@ -6,7 +6,7 @@ chunk of text at a time and handed out in batches.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +151,11 @@ class TraceReader:
         the keys trace linking reads (dicts where the fast decoder cannot read a batch); plain
         dicts everywhere when ``msgspec`` is not installed."""
         return self._batches(EventScanner(decode_link_structs))
+
+    def decoded_batches(self, decode: Callable[[bytes], list[Any] | None]) -> Iterator[list[Any]]:
+        """Like :meth:`batches`, but each batch's text is decoded by ``decode`` (a caller's own
+        compact structs; dicts where it returns None). Cutting and errors stay the reader's."""
+        return self._batches(EventScanner(decode))
 
     def _batches(self, scanner: EventScanner) -> Iterator[list[Any]]:
         size = _size_of(self.path)
