@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -74,16 +74,9 @@ def window_settings(
     Args:
         options: The run's windows.
         traces: The folder of per-process window traces (``NAME.processes/``).
-        started_unix_s: When the run's program starts (``--delay`` counts from it).
+        started_unix_s: When the run started (``--delay`` counts from it in every process).
     """
-    settings: dict[str, Any] = {"options": asdict(options), "traces": str(traces)}
-    if options.marker is None and not options.on_demand:
-        opens = started_unix_s + (options.delay or 0.0)
-        settings["opens_at_unix_s"] = opens
-        settings["closes_at_unix_s"] = (
-            None if options.duration is None else opens + options.duration
-        )
-    return settings
+    return {"options": asdict(options), "traces": str(traces), "started_unix_s": started_unix_s}
 
 
 class BroadcastCaptures:
@@ -295,12 +288,9 @@ class ProcessWindows:
             )
         if options.on_demand:
             return FollowedCaptures(self.folder, self)
-        now = time.time()
-        opens, closes = settings["opens_at_unix_s"], settings["closes_at_unix_s"]
-        if closes is not None and now >= closes:
-            return None  # started after the window closed: nothing to record
-        duration = None if closes is None else closes - max(now, opens)
-        return _Counting(TimedWindow(max(0.0, opens - now), duration), self)
+        timed = TimedWindow(options.delay or 0.0, options.duration)
+        timed.count_from(settings["started_unix_s"])  # the run's clock, not this process's
+        return _Counting(timed, self)
 
     def begin(self) -> None:
         """Hand the process to its trigger."""
@@ -310,10 +300,6 @@ class ProcessWindows:
     def open_numbered(self, sink: SpanSink, record: WindowRecord) -> bool:
         """Open a span numbered as the run numbers it (its trace is ``PID-wN.json``)."""
         number = record["number"]
-        if self.options.marker is None and not self.options.on_demand:
-            # the run's window, not what was left of it when this process started
-            record = {**record, "delay_s": self.options.delay or 0.0}
-            record["duration_s"] = self.options.duration
         self._pending = number
         try:
             opened = sink.open(record)
@@ -482,45 +468,64 @@ def finish_windows(state: Any) -> dict[str, Any]:
 # --- the run's own process, at the end: one trace per window --------------------------------
 
 
+@dataclass(frozen=True)
+class WindowTraces:
+    """Where a run's window traces go when every process writes its own part (torch).
+
+    Attributes:
+        parts: The folder of per-process window traces (``NAME.processes/PID-wN.json``).
+        folder / name: The run's trace folder and name (``NAME-wN.json``).
+    """
+
+    parts: Path
+    folder: Path
+    name: str
+
+
 def merge_windows(
     run_folder: Path,
     windows: RecordingWindows,
     processes: list[dict[str, Any]],
-    traces: Path,
-    trace_folder: Path,
-    trace_name: str,
-    window_calls: list[int],
+    window_calls: dict[int, int | None],
+    target: WindowTraces | None,
 ) -> tuple[dict[Path, list[dict[str, Any]]], list[str]]:
-    """Merge window N of every process into ``NAME-wN.json``, one track per process.
+    """Merge window N of every process into ``NAME-wN.json``, one track per process, and say
+    what the run's processes recorded.
 
-    The run's own span traces move into ``traces`` (``ROOTPID-wN.json``) beside the others;
-    spans only other processes recorded are added to ``windows.spans``. The never-opened
-    warning of ``windows`` is kept only when no process opened a window.
+    The run's own span traces move into ``target.parts`` (``ROOTPID-wN.json``) beside the
+    others; spans only other processes recorded are added to ``windows.spans``. Without a
+    ``target`` (the parent cuts the windows from the recordings: ``nvtx-trace``) nothing is
+    merged, only said. The never-opened warning of ``windows`` is kept only when no process
+    opened a window; a window some processes recorded names, in one line, the processes whose
+    marker never reached it.
 
     Args:
         run_folder: The run's private folder (the processes' window records).
         windows: The run's own recording windows (ended).
         processes: Every process of the run, the run's own first (as the sidecar lists them).
-        traces: The folder of per-process window traces.
-        trace_folder / trace_name: Where the run's traces go, and its name.
-        window_calls: The calls of the window's marker each other process counted.
+        window_calls: By pid, the calls of the window's marker each other process counted
+            (None: not a marker window, or the process never started its windows).
+        target: Where the merged traces go (None: nothing to merge here).
 
     Returns:
         Each window trace's process list (its ``trace_file``: the process's part of that
-        window), and one warning line per process that lost its part of a window.
+        window), and the warning lines.
     """
-    written, lost = _window_records(run_folder)
-    own = {span.window["number"]: span for span in windows.spans}
-    merged = windows.trigger.own_parts if isinstance(windows.trigger, BroadcastCaptures) else {}
-    warnings: list[str] = []
     lists: dict[Path, list[dict[str, Any]]] = {}
     if len(processes) < 2:
-        return lists, warnings  # no other process: the run's windows stay as written
-    if written or lost:
+        return lists, []  # no other process: the run's windows stay as written
+    written, lost = _window_records(run_folder)
+    root_pid = processes[0]["pid"]
+    account = WindowAccount.of(windows, root_pid, written, lost, window_calls)
+    if account.opened_anywhere:
         windows.warning = None  # some process opened a window
     elif windows.warning is not None and isinstance(windows.trigger, MarkerWindows):
-        windows.warning = _never_opened(windows.trigger, len(processes), window_calls)
-    root_pid = processes[0]["pid"]
+        windows.warning = account.never_opened(windows.trigger, len(processes))
+    warnings = account.silent(_names(processes))
+    if target is None:
+        return lists, warnings
+    own = {span.window["number"]: span for span in windows.spans}
+    merged = windows.trigger.own_parts if isinstance(windows.trigger, BroadcastCaptures) else {}
     by_pid = {process["pid"]: process for process in processes}
     for number in sorted(set(own) | set(written) | set(lost)):
         parts = written.get(number, {})
@@ -532,10 +537,10 @@ def merge_windows(
         own_part: Path | None = None
         if span is None:
             first = parts[min(parts)]
-            target = claim_trace_path(trace_folder, f"{trace_name}-w{number}")
+            trace = claim_trace_path(target.folder, f"{target.name}-w{number}")
             span = RecordedSpan(
                 cast("WindowRecord", first["window"]),
-                target,
+                trace,
                 cast("ProfilerBackend", _OtherProcesses()),
                 min(part["started_unix_s"] for part in parts.values()),
                 max(part["duration_s"] for part in parts.values()),
@@ -544,9 +549,11 @@ def merge_windows(
         elif number in merged:  # merged when the capture closed: again, with every part
             own_part = merged[number]
         else:
-            own_part = claim_trace_path(traces, f"{root_pid}-w{number}")
+            own_part = claim_trace_path(target.parts, f"{root_pid}-w{number}")
             os.replace(span.trace, own_part)
-        listed, warning = _merge_window(number, span.trace, own_part, parts, processes, traces)
+        listed, warning = _merge_window(
+            number, span.trace, own_part, parts, processes, target.parts
+        )
         lists[span.trace] = listed
         if warning is not None:
             warnings.append(warning)
@@ -554,18 +561,94 @@ def merge_windows(
     return lists, warnings
 
 
-def settle_never_opened(
-    run_folder: Path, windows: RecordingWindows, processes: int, window_calls: list[int]
-) -> None:
-    """Say "never opened" only when no process of the run opened a window (the run's windows
-    are cut from each process's recording by the parent: ``--profiler nvtx-trace``)."""
-    if processes < 2:
-        return
-    written, lost = _window_records(run_folder)
-    if written or lost:
-        windows.warning = None  # some process opened a window
-    elif windows.warning is not None and isinstance(windows.trigger, MarkerWindows):
-        windows.warning = _never_opened(windows.trigger, processes, window_calls)
+@dataclass
+class WindowAccount:
+    """Which process recorded which window of a run, and how far each counted the marker.
+
+    Attributes:
+        recorded: By window number, the pids that opened it (written or lost since).
+        calls: By pid, the marker's calls the process counted (the processes that ran marker
+            windows only).
+        marker / firsts: The marker and each window's first call (marker windows only).
+    """
+
+    recorded: dict[int, set[int]]
+    calls: dict[int, int]
+    marker: str | None = None
+    firsts: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        windows: RecordingWindows,
+        root_pid: int,
+        written: dict[int, dict[int, dict[str, Any]]],
+        lost: dict[int, list[int]],
+        window_calls: dict[int, int | None],
+    ) -> WindowAccount:
+        """The account of a run whose own windows are ``windows`` (ended)."""
+        recorded: dict[int, set[int]] = {}
+        for number, parts in written.items():
+            recorded.setdefault(number, set()).update(parts)
+        for number, pids in lost.items():
+            recorded.setdefault(number, set()).update(pids)
+        for span in windows.spans:
+            recorded.setdefault(span.window["number"], set()).add(root_pid)
+        trigger = windows.trigger
+        calls = {pid: n for pid, n in window_calls.items() if n is not None}
+        if not isinstance(trigger, MarkerWindows):
+            return cls(recorded, calls)
+        calls[root_pid] = trigger.calls
+        return cls(recorded, calls, trigger.marker, trigger.first_calls())
+
+    @property
+    def opened_anywhere(self) -> bool:
+        """Some process of the run opened a window."""
+        return any(self.recorded.values())
+
+    def never_opened(self, trigger: MarkerWindows, processes: int) -> str:
+        """The one line that says no window opened in any of the run's processes."""
+        most = max(self.calls.values(), default=0)
+        return (
+            f"ncompass: warning: window {trigger.marker}:{trigger.first}:{trigger.count} never "
+            f"opened in any of the run's {processes} processes: the marker {trigger.marker} "
+            f"had at most {most} call{'s' if most != 1 else ''} in one process; nothing was "
+            "recorded"
+        )
+
+    def silent(self, names: dict[int, str]) -> list[str]:
+        """One line per window that some processes recorded and others, which counted the
+        marker, did not (their marker never reached the window's first call)."""
+        if self.marker is None:
+            return []
+        lines: list[str] = []
+        for number in sorted(self.recorded):
+            if not self.recorded[number]:
+                continue
+            first = self.firsts.get(number, 1)
+            silent = sorted(pid for pid in self.calls if pid not in self.recorded[number])
+            silent = [pid for pid in silent if self.calls[pid] < first]
+            if not silent:
+                continue
+            who = ", ".join(names.get(pid, str(pid)) for pid in silent)
+            they = "it" if len(silent) == 1 else "they"
+            if all(self.calls[pid] == 0 for pid in silent):
+                why = f"{they} never called {self.marker}"
+            else:
+                counts = ", ".join(f"{self.calls[pid]}" for pid in silent)
+                why = f"{they} called {self.marker} fewer than {first} times ({counts})"
+            lines.append(
+                f"window {number}: {len(silent)} of {len(self.calls)} processes recorded "
+                f"nothing in it ({who}): {why}"
+            )
+        return lines
+
+
+def _names(processes: list[dict[str, Any]]) -> dict[int, str]:
+    return {
+        process["pid"]: str(process.get("role") or process.get("command") or process["pid"])
+        for process in processes
+    }
 
 
 def _window_records(
@@ -632,15 +715,6 @@ class _OtherProcesses:
     name = "torch"
 
 
-def _never_opened(trigger: MarkerWindows, processes: int, window_calls: list[int]) -> str:
-    most = max([trigger.calls, *window_calls])
-    return (
-        f"ncompass: warning: window {trigger.marker}:{trigger.first}:{trigger.count} never "
-        f"opened in any of the run's {processes} processes: the marker {trigger.marker} had "
-        f"at most {most} call{'s' if most != 1 else ''} in one process; nothing was recorded"
-    )
-
-
 def _lost(number: int, pid: int, process: dict[str, Any]) -> str:
     who = process.get("role") or process.get("command") or "a child"
     return (
@@ -687,12 +761,13 @@ __all__ = [
     "BroadcastCaptures",
     "FollowedCaptures",
     "ProcessWindows",
+    "WindowAccount",
+    "WindowTraces",
     "adopt_run_windows",
     "finish_windows",
     "follow_captures",
     "merge_capture",
     "merge_windows",
-    "settle_never_opened",
     "start_windows",
     "window_settings",
 ]
