@@ -170,7 +170,7 @@ class MarkerWindows:
             sink.prepare()
         hook_sites(self.marker, self._wrap)
 
-    def restart(self, sink: SpanSink) -> None:
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
         """Count this process's calls from 1 again, into ``sink``: a forked child takes over
         the windows it inherited (the sites bound before the fork count into this object)."""
         self._counter = itertools.count(1)
@@ -182,6 +182,7 @@ class MarkerWindows:
         self._sink = sink
         if self._events[0] == (1, _OPEN, 1):
             sink.prepare()
+        return True
 
     def first_calls(self) -> dict[int, int]:
         """Each window's first call of the marker, by window number."""
@@ -362,6 +363,10 @@ class TimedWindow:
         if closes is not None and not self._stopped.wait(max(0.0, closes - time.time())):
             self._main.call(sink.close)
 
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        """A forked child cannot carry the clock on (its thread did not survive the fork)."""
+        return False
+
     def uninstall(self) -> str | None:
         """Stop the clock; say so if the run ended before the delay."""
         self._stopped.set()
@@ -405,6 +410,10 @@ class OnDemandWindows:
             daemon=True,
         )
         self._thread.start()
+
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        """A forked child does not serve the run's requests (the run's own process does)."""
+        return False
 
     def uninstall(self) -> str | None:
         """Stop polling and remove the control folder."""

@@ -444,12 +444,27 @@ def _on_sigterm(signum: int, frame: object) -> None:
     _end_by(signum)
 
 
+def _drop_the_runs_signal_handlers() -> None:
+    """A child forked from the run's own process inherits its stop handlers, which raise into
+    the program's code and then ignore every later stop: a pool could never terminate such a
+    worker. SIGTERM ends the child (after its trace, once it records), Ctrl-C is Python's."""
+    for signum, handler in (
+        (_signal.SIGTERM, _on_sigterm),
+        (_signal.SIGINT, _signal.default_int_handler),
+    ):
+        if _is_the_runs(_signal.getsignal(signum)):
+            _set_handler(signum, handler)
+
+
+def _is_the_runs(handler: object) -> bool:
+    return getattr(handler, "__module__", None) == "ncompass.capture.termination"
+
+
 def _finish_at_sigterm() -> None:
     """Take SIGTERM over where the program leaves it to its default, or where this process
     inherited the run's own handler by a fork (it would raise into the program's code)."""
     handler = _signal.getsignal(_signal.SIGTERM)
-    inherited = getattr(handler, "__module__", None) == "ncompass.capture.termination"
-    if handler == _signal.SIG_DFL or inherited:
+    if handler == _signal.SIG_DFL or _is_the_runs(handler):
         _set_handler(_signal.SIGTERM, _on_sigterm)  # off the main thread: stays as it was
 
 
@@ -557,6 +572,7 @@ def _after_fork_in_child() -> None:
     parent = _state
     if parent is None or parent.pid == os.getpid():
         return
+    _drop_the_runs_signal_handlers()  # first: what follows takes time a SIGTERM may come in
     inherited = parent.profiler
     if inherited is None and parent.root:
         torch_backend = sys.modules.get("ncompass.capture.backends.torch")

@@ -34,7 +34,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -48,8 +48,9 @@ from ncompass.traces.processes import ProcessTrace, merge_processes
 
 if TYPE_CHECKING:
     from ncompass.capture.backends.base import ProfilerBackend
+    from ncompass.capture.follow.bootstrap import Followed
     from ncompass.capture.main_thread import MainThreadCalls
-    from ncompass.capture.spans import SpanSink, Trigger, WindowRecord
+    from ncompass.capture.spans import SpanSink, Trigger, WindowRecord, WrittenSpan
 
 SETTINGS_KEY = "windows"
 """The key of the run's settings (``bootstrap.SETTINGS_FILE``) that holds its window choice."""
@@ -98,6 +99,10 @@ class BroadcastCaptures:
         self._sink = _BroadcastingSink(sink, self._folder, self._on_closed)
         self._trigger.install(self._sink)
 
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        """A forked child follows the run's captures with a trigger of its own."""
+        return False
+
     def uninstall(self) -> str | None:
         """Stop watching; a capture the run's end closed is closed in the others too."""
         try:
@@ -121,9 +126,17 @@ class _BroadcastingSink:
     def prepare(self) -> None:
         self._sink.prepare()
 
+    @property
+    def recording(self) -> WindowRecord | None:
+        return self._sink.recording
+
+    @property
+    def spans(self) -> Sequence[WrittenSpan]:
+        return self._sink.spans
+
     def open(self, record: WindowRecord) -> bool:
         opened = self._sink.open(record)
-        recording = getattr(self._sink, "recording", None)
+        recording = self._sink.recording
         if opened and recording is not None:
             self._number = recording["number"]
             _write_json(self._folder / f"{_CAPTURE_PREFIX}{self._number}.open", dict(recording))
@@ -142,9 +155,6 @@ class _BroadcastingSink:
                     f"ncompass: warning: capture {number} not merged yet: {error}", file=sys.stderr
                 )
         return written
-
-    def __getattr__(self, name: str) -> Any:  # ``recording``, ``spans``: the sink's own
-        return getattr(self._sink, name)
 
 
 def follow_captures(
@@ -234,6 +244,10 @@ class FollowedCaptures:
                 recording = number
                 break
 
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        """A forked child polls with a trigger of its own (this one's thread is gone)."""
+        return False
+
     def uninstall(self) -> str | None:
         """Stop polling (a capture still open is closed by the windows' end)."""
         self._stopped.set()
@@ -251,19 +265,23 @@ class ProcessWindows:
     writes it as ``NAME.processes/PID-wN.json`` and notes it in the run's folder.
     """
 
-    def __init__(self, state: Any, inherited: RecordingWindows | None = None) -> None:
+    def __init__(self, state: Followed, inherited: RecordingWindows | None = None) -> None:
         settings = state.settings[SETTINGS_KEY]
         self.pid: int = state.pid
         self.folder = Path(state.folder)
         self.traces = Path(settings["traces"])
         self._profiler_options: dict[str, Any] = dict(state.settings.get("profiler_options") or {})
-        self._nvtx = state.settings.get("profiler") == "nvtx-trace"  # the recorder's gate
+        kind = state.settings.get("kind") or {}
+        self._nvtx = not kind.get("per_process_traces")  # a window is the recorder's gate
         self._numbers: list[int] = []
         self._pending: int | None = None
         self._noted = 0
         self._claimed: list[Path] = []
         self.options = RecordingWindowOptions(**settings["options"])
-        trigger = self._trigger(settings, _drop(inherited) if inherited is not None else None)
+        adopted = inherited.drop_after_fork() if inherited is not None else None
+        if isinstance(adopted, _Counting):
+            adopted = adopted.trigger
+        trigger = self._trigger(settings, adopted)
         self.windows: RecordingWindows | None = None
         if trigger is not None:
             self.windows = RecordingWindows(
@@ -275,10 +293,10 @@ class ProcessWindows:
                 claims_traces=False,
             )
 
-    def _trigger(self, settings: dict[str, Any], inherited: MarkerWindows | None) -> Trigger | None:
+    def _trigger(self, settings: dict[str, Any], inherited: Trigger | None) -> Trigger | None:
         options = self.options
-        if inherited is not None:  # forked: the sites bound before the fork count into it
-            return _Counting(inherited, self, restart=True)
+        if isinstance(inherited, MarkerWindows):  # the sites bound before the fork count into it
+            return _Counting(inherited, self, adopt=True)
         if options.marker is not None:
             return _Counting(
                 MarkerWindows(
@@ -368,6 +386,9 @@ class _Counting:
     """A trigger of the run's (marker or time) whose spans a :class:`ProcessWindows` notes.
 
     A window that never opens is said once for the whole run, by the run's own process.
+
+    Attributes:
+        trigger: The run's trigger, as this process runs it.
     """
 
     def __init__(
@@ -375,25 +396,26 @@ class _Counting:
         trigger: MarkerWindows | TimedWindow,
         process: ProcessWindows,
         *,
-        restart: bool = False,
+        adopt: bool = False,
     ) -> None:
-        self._trigger = trigger
+        self.trigger = trigger
         self._process = process
-        self._restart = restart
+        self._adopt = adopt
 
     @property
     def calls(self) -> int | None:
-        return self._trigger.calls if isinstance(self._trigger, MarkerWindows) else None
+        return self.trigger.calls if isinstance(self.trigger, MarkerWindows) else None
 
     def install(self, sink: SpanSink) -> None:
         noting = _NotingSink(sink, self._process)
-        if self._restart and isinstance(self._trigger, MarkerWindows):
-            self._trigger.restart(noting)
-        else:
-            self._trigger.install(noting)
+        if not (self._adopt and self.trigger.adopt_after_fork(noting)):
+            self.trigger.install(noting)
+
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        return False  # ProcessWindows adopts the trigger inside (see drop_after_fork)
 
     def uninstall(self) -> str | None:
-        self._trigger.uninstall()
+        self.trigger.uninstall()
         return None
 
 
@@ -401,6 +423,14 @@ class _NotingSink:
     def __init__(self, sink: SpanSink, process: ProcessWindows) -> None:
         self._sink = sink
         self._process = process
+
+    @property
+    def recording(self) -> WindowRecord | None:
+        return self._sink.recording
+
+    @property
+    def spans(self) -> Sequence[WrittenSpan]:
+        return self._sink.spans
 
     def prepare(self) -> None:
         self._sink.prepare()
@@ -410,27 +440,6 @@ class _NotingSink:
 
     def close(self) -> Path | None:
         return self._process.close_noted(self._sink)
-
-
-def _drop(windows: RecordingWindows) -> MarkerWindows | None:
-    """A forked child's copy of its parent's windows: end it without writing anything (the
-    parent writes its own spans); returns its marker trigger, for the child to take over."""
-    span, windows._open = windows._open, None
-    prepared, windows._prepared = windows._prepared, None
-    windows._ended = True
-    for backend in (span.backend if span else None, prepared[0] if prepared else None):
-        discard = getattr(backend, "stop_and_discard", None)
-        if discard is not None:
-            with contextlib.suppress(Exception):  # a prepared profiler was never started
-                discard()
-    if windows.marks_only and span is not None:  # the parent's NVTX window: not this one's
-        from ncompass.capture.nvtx_windows import close_recorder_window
-
-        close_recorder_window()
-    trigger = windows.trigger
-    if isinstance(trigger, _Counting):
-        trigger = trigger._trigger
-    return trigger if isinstance(trigger, MarkerWindows) else None
 
 
 _process_windows: ProcessWindows | None = None
@@ -444,7 +453,7 @@ def adopt_run_windows(windows: RecordingWindows | None) -> None:
     _run_windows = windows
 
 
-def start_windows(state: Any) -> None:
+def start_windows(state: Followed) -> None:
     """Start recording windows in this followed process (once)."""
     global _process_windows
     inherited = _run_windows
@@ -456,7 +465,7 @@ def start_windows(state: Any) -> None:
     _process_windows.begin()
 
 
-def finish_windows(state: Any) -> dict[str, Any]:
+def finish_windows(state: Followed) -> dict[str, Any]:
     """End this process's windows (writing the open one); what its end record adds."""
     global _process_windows
     windows, _process_windows = _process_windows, None
