@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ncompass.capture.follow.exits import why_no_trace
 from ncompass.capture.recording_windows import RecordedSpan, RecordingWindows
@@ -48,9 +48,18 @@ from ncompass.traces.processes import ProcessTrace, merge_processes
 
 if TYPE_CHECKING:
     from ncompass.capture.backends.base import ProfilerBackend
-    from ncompass.capture.follow.bootstrap import Followed
     from ncompass.capture.main_thread import MainThreadCalls
     from ncompass.capture.spans import SpanSink, Trigger, WindowRecord, WrittenSpan
+
+
+class Followed(Protocol):
+    """The part of :class:`~ncompass.capture.follow.bootstrap.Followed` windows read (the
+    bootstrap imports this module, not the other way round)."""
+
+    pid: int
+    folder: str
+    settings: dict[str, Any]
+
 
 SETTINGS_KEY = "windows"
 """The key of the run's settings (``bootstrap.SETTINGS_FILE``) that holds its window choice."""
