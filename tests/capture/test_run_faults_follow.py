@@ -96,7 +96,8 @@ import work
 
 
 def job(i):
-    torch.ones(4) + i
+    for _ in range(500):  # a trace that takes a while to write: the pool terminates meanwhile
+        torch.ones(4) + i
     return work.step(i)
 
 

@@ -156,7 +156,6 @@ def begin(state: Followed) -> None:
         _write_record(os.path.join(state.records, f"{state.pid}{START_SUFFIX}"), identity())
         atexit.register(finish)
         _finish_at_os_exit()
-        _finish_at_sigterm()
     hooks: dict[str, Callable[[], None]] = {
         "subprocess": _report_subprocess_exits,
         "multiprocessing.popen_fork": _report_multiprocessing_exits,
@@ -273,6 +272,7 @@ def enable_run_spec() -> None:
     if state is None or state.rewriting:
         return
     state.rewriting = True
+    _finish_at_sigterm()  # its record holds the markers placed here
     if state.wants_profiler:
         start_profiler()
     import pickle
@@ -289,6 +289,7 @@ def start_profiler() -> None:
     state = current()
     if state is None or state.root or state.helper or state.profiler or not state.wants_profiler:
         return
+    _finish_at_sigterm()  # from now on this process has a trace to lose
     if state.settings.get("windows") is not None:  # the run records windows: so does this one
         from ncompass.capture.follow.windows import start_windows
 
@@ -447,9 +448,10 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def _drop_the_runs_signal_handlers() -> None:
     """A child forked from the run's own process inherits its stop handlers, which raise into
     the program's code and then ignore every later stop: a pool could never terminate such a
-    worker. SIGTERM ends the child (after its trace, once it records), Ctrl-C is Python's."""
+    worker. SIGTERM is the default again (until the child records: :func:`_finish_at_sigterm`),
+    Ctrl-C Python's."""
     for signum, handler in (
-        (_signal.SIGTERM, _on_sigterm),
+        (_signal.SIGTERM, _signal.SIG_DFL),  # _finish_at_sigterm takes it once it records
         (_signal.SIGINT, _signal.default_int_handler),
     ):
         if _is_the_runs(_signal.getsignal(signum)):
@@ -461,8 +463,12 @@ def _is_the_runs(handler: object) -> bool:
 
 
 def _finish_at_sigterm() -> None:
-    """Take SIGTERM over where the program leaves it to its default, or where this process
-    inherited the run's own handler by a fork (it would raise into the program's code)."""
+    """Take SIGTERM over where the program leaves it to its default, once this process has
+    something to write (a profiler, or markers placed). A process that records nothing keeps
+    the default: SIGTERM ends it at once, even inside a long C call."""
+    state = current()
+    if state is None or state.root or state.helper:
+        return  # the run's own process stops by its own rules (capture.termination)
     handler = _signal.getsignal(_signal.SIGTERM)
     if handler == _signal.SIG_DFL or _is_the_runs(handler):
         _set_handler(_signal.SIGTERM, _on_sigterm)  # off the main thread: stays as it was
