@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ncompass.capture.follow.windows import WindowAccount, merge_windows
+from ncompass.capture.follow.window_account import WindowAccount
+from ncompass.capture.follow.windows import merge_windows
 from ncompass.capture.recording_windows import RecordedSpan, RecordingWindows
 from ncompass.capture.spans import WindowRecord
 from ncompass.capture.triggers import MarkerWindows, TimedWindow

@@ -35,11 +35,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ncompass.capture.follow.exits import why_no_trace
+from ncompass.capture.follow.window_account import WindowAccount, process_names
 from ncompass.capture.recording_windows import RecordedSpan, RecordingWindows
 from ncompass.capture.trace_files import claim_trace_path, release_claim
 from ncompass.capture.triggers import MarkerWindows, RecordingWindowOptions, TimedWindow
@@ -539,7 +540,7 @@ def merge_windows(
         windows.warning = None  # some process opened a window
     elif windows.warning is not None and isinstance(windows.trigger, MarkerWindows):
         windows.warning = account.never_opened(windows.trigger, len(processes))
-    warnings = account.silent(_names(processes))
+    warnings = account.silent(process_names(processes))
     if target is None:
         return lists, warnings
     own = {span.window["number"]: span for span in windows.spans}
@@ -577,96 +578,6 @@ def merge_windows(
             warnings.append(warning)
     windows.spans.sort(key=lambda recorded: recorded.window["number"])
     return lists, warnings
-
-
-@dataclass
-class WindowAccount:
-    """Which process recorded which window of a run, and how far each counted the marker.
-
-    Attributes:
-        recorded: By window number, the pids that opened it (written or lost since).
-        calls: By pid, the marker's calls the process counted (the processes that ran marker
-            windows only).
-        marker / firsts: The marker and each window's first call (marker windows only).
-    """
-
-    recorded: dict[int, set[int]]
-    calls: dict[int, int]
-    marker: str | None = None
-    firsts: dict[int, int] = field(default_factory=dict)
-
-    @classmethod
-    def of(
-        cls,
-        windows: RecordingWindows,
-        root_pid: int,
-        written: dict[int, dict[int, dict[str, Any]]],
-        lost: dict[int, list[int]],
-        window_calls: dict[int, int | None],
-    ) -> WindowAccount:
-        """The account of a run whose own windows are ``windows`` (ended)."""
-        recorded: dict[int, set[int]] = {}
-        for number, parts in written.items():
-            recorded.setdefault(number, set()).update(parts)
-        for number, pids in lost.items():
-            recorded.setdefault(number, set()).update(pids)
-        for span in windows.spans:
-            recorded.setdefault(span.window["number"], set()).add(root_pid)
-        trigger = windows.trigger
-        calls = {pid: n for pid, n in window_calls.items() if n is not None}
-        if not isinstance(trigger, MarkerWindows):
-            return cls(recorded, calls)
-        calls[root_pid] = trigger.calls
-        return cls(recorded, calls, trigger.marker, trigger.first_calls())
-
-    @property
-    def opened_anywhere(self) -> bool:
-        """Some process of the run opened a window."""
-        return any(self.recorded.values())
-
-    def never_opened(self, trigger: MarkerWindows, processes: int) -> str:
-        """The one line that says no window opened in any of the run's processes."""
-        most = max(self.calls.values(), default=0)
-        return (
-            f"ncompass: warning: window {trigger.marker}:{trigger.first}:{trigger.count} never "
-            f"opened in any of the run's {processes} processes: the marker {trigger.marker} "
-            f"had at most {most} call{'s' if most != 1 else ''} in one process; nothing was "
-            "recorded"
-        )
-
-    def silent(self, names: dict[int, str]) -> list[str]:
-        """One line per window that some processes recorded and others, which counted the
-        marker, did not (their marker never reached the window's first call)."""
-        if self.marker is None:
-            return []
-        lines: list[str] = []
-        for number in sorted(self.recorded):
-            if not self.recorded[number]:
-                continue
-            first = self.firsts.get(number, 1)
-            silent = sorted(pid for pid in self.calls if pid not in self.recorded[number])
-            silent = [pid for pid in silent if self.calls[pid] < first]
-            if not silent:
-                continue
-            who = ", ".join(names.get(pid, str(pid)) for pid in silent)
-            they = "it" if len(silent) == 1 else "they"
-            if all(self.calls[pid] == 0 for pid in silent):
-                why = f"{they} never called {self.marker}"
-            else:
-                counts = ", ".join(f"{self.calls[pid]}" for pid in silent)
-                why = f"{they} called {self.marker} fewer than {first} times ({counts})"
-            lines.append(
-                f"window {number}: {len(silent)} of {len(self.calls)} processes recorded "
-                f"nothing in it ({who}): {why}"
-            )
-        return lines
-
-
-def _names(processes: list[dict[str, Any]]) -> dict[int, str]:
-    return {
-        process["pid"]: str(process.get("role") or process.get("command") or process["pid"])
-        for process in processes
-    }
 
 
 def _window_records(
@@ -779,7 +690,6 @@ __all__ = [
     "BroadcastCaptures",
     "FollowedCaptures",
     "ProcessWindows",
-    "WindowAccount",
     "WindowTraces",
     "adopt_run_windows",
     "finish_windows",
