@@ -8,7 +8,7 @@ records with the same machinery as the run's own process
 (its first import of torch or of a target module):
 
 * by marker: it counts its own calls of the marker (:class:`MarkerWindows`);
-* by time: the run's wall-clock span (:class:`TimedWindow` with what is left of it);
+* by time: the run's wall-clock span (:class:`TimedWindow` counting from the run's clock);
 * on demand: the run's own process says in the run's private folder when each capture opens
   and closes (:class:`BroadcastCaptures`); the others follow it (:class:`FollowedCaptures`).
 
@@ -20,8 +20,9 @@ process from the recordings (:func:`ncompass.capture.nvtx_windows.write_recorded
 Under ``--profiler torch`` each process writes window N into ``NAME.processes/PID-wN.json``
 and notes it in the run's folder (``window-PID-N.open`` when it opens, ``window-PID-N.json``
 once written). When the run ends, :func:`merge_windows` merges window N of every process into
-``NAME-wN.json``, one track per process, and names each process that opened window N but never
-wrote it.
+``NAME-wN.json``, one track per process, names each process that opened window N but never
+wrote it, and, in one line per window, the processes whose marker never reached it
+(:mod:`~ncompass.capture.follow.window_account`).
 """
 
 from __future__ import annotations
