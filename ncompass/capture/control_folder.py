@@ -101,7 +101,7 @@ def serve_requests(
         if not opened:
             _write(folder / f"opened-{token}.json", {"error": "a capture is already recording"})
             return
-        number = getattr(sink, "recording", None) or record
+        number = sink.recording or record
         open_token = token
         closes_at = None if duration is None else time.monotonic() + duration
         _write(folder / f"opened-{token}.json", {"number": number["number"]})
@@ -135,7 +135,7 @@ def serve_requests(
             stop.unlink(missing_ok=True)
             closes_at = None
             main.call(functools.partial(close_span, recording))
-    spans = getattr(sink, "spans", None)
+    spans = sink.spans
     if open_token is not None and spans:  # the run ended during the capture: its trace
         _write(folder / f"written-{open_token}.json", {"trace": str(spans[-1].trace)})
 

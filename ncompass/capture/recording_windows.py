@@ -9,6 +9,7 @@ profiler records, so nothing is buffered however long the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -171,6 +172,25 @@ class RecordingWindows:
             (span.trace, span.started_unix_s, span.started_unix_s + span.duration_s)
             for span in self.spans
         ]
+
+    def drop_after_fork(self) -> Trigger:
+        """In a forked child: end this copy of the parent's windows without writing anything
+        (the parent writes its own spans); returns the trigger, for the child to adopt
+        (:meth:`~ncompass.capture.spans.Trigger.adopt_after_fork`)."""
+        with self._lock:
+            span, self._open = self._open, None
+            prepared, self._prepared = self._prepared, None
+            self._ended = True
+        for backend in (span.backend if span else None, prepared[0] if prepared else None):
+            discard = getattr(backend, "stop_and_discard", None)
+            if discard is not None:
+                with contextlib.suppress(Exception):  # a prepared profiler was never started
+                    discard()
+        if self.marks_only and span is not None:  # the parent's NVTX window: not this one's
+            from ncompass.capture.nvtx_windows import close_recorder_window
+
+            close_recorder_window()
+        return self.trigger
 
     @property
     def recording(self) -> WindowRecord | None:

@@ -7,6 +7,7 @@ drive a :class:`SpanSink` (:class:`~ncompass.capture.recording_windows.Recording
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -33,8 +34,28 @@ class WindowRecord(TypedDict, total=False):
     duration_s: float | None
 
 
+class WrittenSpan(Protocol):
+    """One span once written (:class:`~ncompass.capture.recording_windows.RecordedSpan`)."""
+
+    @property
+    def window(self) -> WindowRecord:
+        """What opened it."""
+
+    @property
+    def trace(self) -> Path:
+        """Its trace file."""
+
+
 class SpanSink(Protocol):
     """What triggers drive: prepares the profiler, opens and closes spans."""
+
+    @property
+    def recording(self) -> WindowRecord | None:
+        """The window of the open span, if one is open (its ``number`` as the sink numbers it)."""
+
+    @property
+    def spans(self) -> Sequence[WrittenSpan]:
+        """The spans written so far, in order."""
 
     def prepare(self) -> None:
         """Start the next span's profiler up without recording (before the window opens)."""
@@ -55,5 +76,10 @@ class Trigger(Protocol):
     def uninstall(self) -> str | None:
         """Stop watching; returns a warning line when a window never opened."""
 
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        """In a forked child, carry on into ``sink`` from this copy of the parent's trigger
+        (the child's own count, from nothing); False when it cannot (its threads did not
+        survive the fork): the child installs a fresh trigger instead."""
 
-__all__ = ["SpanSink", "Trigger", "WindowRecord"]
+
+__all__ = ["SpanSink", "Trigger", "WindowRecord", "WrittenSpan"]

@@ -23,6 +23,7 @@ import functools
 import itertools
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -169,7 +170,7 @@ class MarkerWindows:
             sink.prepare()
         hook_sites(self.marker, self._wrap)
 
-    def restart(self, sink: SpanSink) -> None:
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
         """Count this process's calls from 1 again, into ``sink``: a forked child takes over
         the windows it inherited (the sites bound before the fork count into this object)."""
         self._counter = itertools.count(1)
@@ -181,6 +182,11 @@ class MarkerWindows:
         self._sink = sink
         if self._events[0] == (1, _OPEN, 1):
             sink.prepare()
+        return True
+
+    def first_calls(self) -> dict[int, int]:
+        """Each window's first call of the marker, by window number."""
+        return {number: start for number, (start, _) in enumerate(self._windows, 1)}
 
     @property
     def calls(self) -> int:
@@ -275,6 +281,12 @@ class TimedWindow:
     The profiler is prepared at once; the window opens ``delay`` seconds after the profiled
     code starts and closes ``duration`` seconds later (None: when the run ends). The timer
     asks the main thread to open and close it (:mod:`ncompass.capture.main_thread`).
+
+    In a run that follows its processes, every process keeps the run's clock: the run's own
+    process says when its clock started (:attr:`on_clock`), the others count from then
+    (:meth:`count_from`). The window is one wall-clock span, ``[start + delay, start + delay +
+    duration)``, whenever each process itself started; a process that starts inside it records
+    what is left of it, one that starts after it records nothing and says nothing.
     """
 
     def __init__(self, delay: float, duration: float | None) -> None:
@@ -285,23 +297,50 @@ class TimedWindow:
             )
         self.delay = delay
         self.duration = duration
+        self.start_unix_s: float | None = None
+        """The wall-clock time ``delay`` counts from (None: from ``install``, once the
+        profiler is prepared)."""
+        self.on_clock: Callable[[float], object] | None = None
+        """Told when this trigger's own clock starts (the run's other processes follow it)."""
         self._stopped = threading.Event()
         self._opened = False
         self._thread: threading.Thread | None = None
         self._main: MainThreadCalls | None = None
 
+    def count_from(self, start_unix_s: float) -> None:
+        """Count ``delay`` from ``start_unix_s`` (the run's start), not from ``install``."""
+        self.start_unix_s = start_unix_s
+
+    def span_unix_s(self) -> tuple[float, float | None]:
+        """When the window opens and closes (wall clock; None: at the run's end), once
+        installed or counted from a start."""
+        start = self.start_unix_s if self.start_unix_s is not None else time.time()
+        opens = start + self.delay
+        return opens, None if self.duration is None else opens + self.duration
+
     def install(self, sink: SpanSink) -> None:
         """Prepare the profiler and start the clock."""
         from ncompass.capture.main_thread import MainThreadCalls
 
-        sink.prepare()
+        if self.start_unix_s is None:
+            sink.prepare()  # its start-up is not part of the delay
+            self.start_unix_s = time.time()
+            if self.on_clock is not None:
+                self.on_clock(self.start_unix_s)
+        else:
+            _, closes = self.span_unix_s()
+            if closes is not None and time.time() >= closes:
+                self._opened = True  # closed before this process started: nothing to record
+                return
+            sink.prepare()
+        opens, _ = self.span_unix_s()
         record: WindowRecord = {
             "number": 1,
             "trigger": "time",
             "delay_s": self.delay,
             "duration_s": self.duration,
         }
-        if self.delay == 0:  # from the start: no thread needed to open it
+        if time.time() >= opens:  # open already: no thread needed to open it
             self._opened = sink.open(record)
         self._main = MainThreadCalls()
         self._main.install()
@@ -312,16 +351,21 @@ class TimedWindow:
 
     def _run(self, sink: SpanSink, record: WindowRecord) -> None:
         assert self._main is not None
+        opens, closes = self.span_unix_s()
         if not self._opened:
-            if self._stopped.wait(self.delay):
+            if self._stopped.wait(max(0.0, opens - time.time())):
                 return
 
             def open_window() -> None:
                 self._opened = sink.open(record)
 
             self._main.call(open_window)
-        if self.duration is not None and not self._stopped.wait(self.duration):
+        if closes is not None and not self._stopped.wait(max(0.0, closes - time.time())):
             self._main.call(sink.close)
+
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        """A forked child cannot carry the clock on (its thread did not survive the fork)."""
+        return False
 
     def uninstall(self) -> str | None:
         """Stop the clock; say so if the run ended before the delay."""
@@ -366,6 +410,10 @@ class OnDemandWindows:
             daemon=True,
         )
         self._thread.start()
+
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        """A forked child does not serve the run's requests (the run's own process does)."""
+        return False
 
     def uninstall(self) -> str | None:
         """Stop polling and remove the control folder."""

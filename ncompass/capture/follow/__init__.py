@@ -5,6 +5,9 @@
 - :mod:`~ncompass.capture.follow.bootstrap` runs in each new interpreter (and after each fork):
   stdlib only until the process imports a target module or torch.
 - :mod:`~ncompass.capture.follow.run_sitecustomize` is the ``sitecustomize.py`` that starts it.
+- :mod:`~ncompass.capture.follow.windows` records the run's windows in every process;
+  :mod:`~ncompass.capture.follow.window_account` says which process recorded which.
+- :mod:`~ncompass.capture.follow.leftovers` removes the private folders of runs that died.
 """
 
 import sys as _sys

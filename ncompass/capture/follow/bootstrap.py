@@ -13,8 +13,12 @@ following costs the process one small settings read (``marshal``) and one small 
 - ``torch`` (with ``--profiler torch``): the profiler starts once torch has finished importing.
 
 The process writes its trace and a record of itself (pid, parent pid, rank, role, command, exit
-code, markers placed) when it ends: at interpreter exit, or, for a ``multiprocessing`` child
-(which leaves through ``os._exit``), when its ``Process._bootstrap`` returns.
+code, markers placed) when it ends: at interpreter exit; for a ``multiprocessing`` child (which
+leaves through ``os._exit``) when its ``Process._bootstrap`` returns; at any ``os._exit``; and
+at a SIGTERM the process leaves to its default (a pool's ``terminate``, ``kill``): the trace is
+written, then the signal ends the process as it would have. A stop signal that comes while the
+trace is written waits until it is. A crash (SIGSEGV, SIGKILL) writes nothing: the run names
+the process in one warning line.
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ import sys
 
 TYPE_CHECKING = False  # not typing's: importing typing costs a bare child more than all the rest
 if TYPE_CHECKING:
+    import signal as _signal  # the same names; _signal, already loaded, has no stubs
     from collections.abc import Callable
     from typing import Any
+else:
+    import _signal  # signal itself would import enum machinery into every child
 
 FOLLOW_ENV = "NCOMPASS_FOLLOW"
 """``environment_variables.NCOMPASS_FOLLOW``, spelled here: this module imports no ncompass."""
@@ -74,6 +81,8 @@ class Followed:
         self.profiler: Any = None
         self.rewriting = False
         self.finished = False
+        self.finishing = False
+        self.pending_signal: int | None = None  # a stop signal that came while finishing
         self.exit_code: int | None = None
         self.reported_exits: set[int] = set()
         self.stops: list[Callable[[], object]] = []  # what the run's process hooks end with
@@ -84,15 +93,12 @@ class Followed:
 
     @property
     def wants_profiler(self) -> bool:
-        profiler = self.settings.get("profiler")
+        """This process starts a recorder of its own: the run's windows, or its own trace."""
+        kind = self.settings.get("kind") or {}
         if self.settings.get("windows") is not None:
-            return profiler in WINDOW_PROFILERS
-        return profiler == "torch" and self.settings.get("traces") is not None
+            return bool(kind.get("followed_windows"))
+        return bool(kind.get("per_process_traces")) and self.settings.get("traces") is not None
 
-
-WINDOW_PROFILERS = ("torch", "nvtx-trace")
-"""The profilers whose recording windows every followed process records on its own (under
-``nvtx-trace`` each opens and closes its own NVTX recorder's gate)."""
 
 _state: Followed | None = None
 
@@ -130,12 +136,16 @@ def read_settings(folder: str) -> dict[str, Any]:
 
 
 def write_settings(folder: str, settings: dict[str, Any]) -> None:
-    """Write the run's settings for its processes to read (plain JSON values only)."""
+    """Write (or rewrite) the run's settings for its processes to read (plain JSON values
+    only), at once."""
     import json
 
     plain = json.loads(json.dumps(settings))  # marshal takes no subclass (a str enum, say)
-    with open(os.path.join(folder, SETTINGS_FILE), "wb") as stream:
+    path = os.path.join(folder, SETTINGS_FILE)
+    partial = f"{path}.{os.getpid()}.partial"
+    with open(partial, "wb") as stream:
         marshal.dump(plain, stream)
+    os.replace(partial, path)  # rewritten while children may read it: never half of it
 
 
 def begin(state: Followed) -> None:
@@ -145,6 +155,7 @@ def begin(state: Followed) -> None:
     if not state.root and not state.helper:
         _write_record(os.path.join(state.records, f"{state.pid}{START_SUFFIX}"), identity())
         atexit.register(finish)
+        _finish_at_os_exit()
     hooks: dict[str, Callable[[], None]] = {
         "subprocess": _report_subprocess_exits,
         "multiprocessing.popen_fork": _report_multiprocessing_exits,
@@ -261,6 +272,7 @@ def enable_run_spec() -> None:
     if state is None or state.rewriting:
         return
     state.rewriting = True
+    _finish_at_sigterm()  # its record holds the markers placed here
     if state.wants_profiler:
         start_profiler()
     import pickle
@@ -277,6 +289,7 @@ def start_profiler() -> None:
     state = current()
     if state is None or state.root or state.helper or state.profiler or not state.wants_profiler:
         return
+    _finish_at_sigterm()  # from now on this process has a trace to lose
     if state.settings.get("windows") is not None:  # the run records windows: so does this one
         from ncompass.capture.follow.windows import start_windows
 
@@ -319,9 +332,19 @@ def start_process_hooks(state: Followed) -> None:
 def finish(exit_code: int | None = None) -> None:
     """Write this process's trace and record (once; only in the process that began it)."""
     state = current()
-    if state is None or state.finished or state.root or state.helper:
+    if state is None or state.finished or state.finishing or state.root or state.helper:
         return
+    state.finishing = True
+    with _stops_wait(state):
+        _write_end(state, exit_code)
     state.finished = True
+    pending, state.pending_signal = state.pending_signal, None
+    if pending is not None:
+        _end_by(pending)  # the stop that came while the trace was written
+
+
+def _write_end(state: Followed, exit_code: int | None) -> None:
+    """Stop the profiler (writing the trace) and write the end record."""
     for stop in state.stops:
         _quietly(stop)
     if exit_code is not None:
@@ -339,8 +362,8 @@ def finish(exit_code: int | None = None) -> None:
         from ncompass.capture.follow.windows import finish_windows
 
         me.update(finish_windows(state))  # writes the open window first
-    if state.settings.get("profiler") == "nvtx-trace":  # a multiprocessing child runs no
-        from ncompass.capture.nvtx_windows import write_recorder_output  # exit handler
+    if (state.settings.get("kind") or {}).get("gates_recorder"):  # a multiprocessing child
+        from ncompass.capture.nvtx_windows import write_recorder_output  # runs no exit handler
 
         _quietly(write_recorder_output)
     markers: list[Any] = []
@@ -358,6 +381,120 @@ def finish(exit_code: int | None = None) -> None:
         "modules": modules,
     }
     _write_record(os.path.join(state.records, f"{state.pid}{END_SUFFIX}"), record)
+
+
+class _stops_wait:
+    """While this process writes its trace, a SIGINT or SIGTERM waits (it would cut the write
+    short); ``finish`` delivers it once the trace is written. Handlers can be changed on the
+    main thread only: elsewhere, :func:`_on_sigterm` holds the signal back itself."""
+
+    def __init__(self, state: Followed) -> None:
+        self._state = state
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> None:
+        for signum in (_signal.SIGINT, _signal.SIGTERM):
+            previous = _set_handler(signum, self._note)
+            if previous is not None:
+                self._previous[signum] = previous
+
+    def _note(self, signum: int, frame: object) -> None:
+        if self._state.pending_signal is None:
+            self._state.pending_signal = signum
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            _set_handler(signum, handler)
+        pending = self._state.pending_signal
+        if pending is not None and not _ends_the_process(self._previous.get(pending)):
+            # the program's own handler (or Python's Ctrl-C) gets the signal, after the write
+            self._state.pending_signal = None
+            self._state.finished = True
+            _signal.raise_signal(pending)
+
+
+def _set_handler(signum: int, handler: Any) -> Any:
+    """Set a signal's handler; returns the one it had (None: it cannot be set here, off the
+    main thread, or was not set from Python)."""
+    try:
+        return _signal.signal(signum, handler)
+    except (ValueError, OSError, TypeError):
+        return None
+
+
+def _ends_the_process(handler: object) -> bool:
+    return handler is _on_sigterm or handler == _signal.SIG_DFL
+
+
+def _end_by(signum: int) -> None:
+    """End this process by ``signum``'s default action, as it would have ended without us."""
+    _set_handler(signum, _signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM, left to its default by the program: write what this process has, then end by
+    it (exit code -15, as the program would have had)."""
+    state = current()
+    if state is not None and state.finishing and not state.finished:
+        if state.pending_signal is None:
+            state.pending_signal = signum  # finish() ends the process once written
+        return
+    if state is not None and not state.finished:
+        _whatever_happens(lambda: finish(-signum))
+    _end_by(signum)
+
+
+def _drop_the_runs_signal_handlers() -> None:
+    """A child forked from the run's own process inherits its stop handlers, which raise into
+    the program's code and then ignore every later stop: a pool could never terminate such a
+    worker. SIGTERM is the default again (until the child records: :func:`_finish_at_sigterm`),
+    Ctrl-C Python's."""
+    for signum, handler in (
+        (_signal.SIGTERM, _signal.SIG_DFL),  # _finish_at_sigterm takes it once it records
+        (_signal.SIGINT, _signal.default_int_handler),
+    ):
+        if _is_the_runs(_signal.getsignal(signum)):
+            _set_handler(signum, handler)
+
+
+def _is_the_runs(handler: object) -> bool:
+    return getattr(handler, "__module__", None) == "ncompass.capture.termination"
+
+
+def _finish_at_sigterm() -> None:
+    """Take SIGTERM over where the program leaves it to its default, once this process has
+    something to write (a profiler, or markers placed). A process that records nothing keeps
+    the default: SIGTERM ends it at once, even inside a long C call."""
+    state = current()
+    if state is None or state.root or state.helper:
+        return  # the run's own process stops by its own rules (capture.termination)
+    handler = _signal.getsignal(_signal.SIGTERM)
+    if handler == _signal.SIG_DFL or _is_the_runs(handler):
+        _set_handler(_signal.SIGTERM, _on_sigterm)  # off the main thread: stays as it was
+
+
+def _finish_at_os_exit() -> None:
+    """``os._exit`` runs no exit handler: write this process's trace first."""
+    original = os._exit
+    if getattr(original, "_ncompass", False):
+        return
+
+    def exit_now(code: int) -> None:
+        _whatever_happens(lambda: finish(code))
+        original(code)
+
+    exit_now._ncompass = True  # type: ignore[attr-defined]
+    os._exit = exit_now  # type: ignore[assignment]
+
+
+def _whatever_happens(action: Callable[[], object]) -> None:
+    """Run ``action`` on the way out of the process: nothing it raises (a second signal's
+    ``KeyboardInterrupt`` included) may stop the process from ending as it was asked to."""
+    try:
+        action()
+    except BaseException:
+        return
 
 
 def identity(process_name: str | None = None) -> dict[str, Any]:
@@ -441,6 +578,7 @@ def _after_fork_in_child() -> None:
     parent = _state
     if parent is None or parent.pid == os.getpid():
         return
+    _drop_the_runs_signal_handlers()  # first: what follows takes time a SIGTERM may come in
     inherited = parent.profiler
     if inherited is None and parent.root:
         torch_backend = sys.modules.get("ncompass.capture.backends.torch")
@@ -633,7 +771,6 @@ __all__ = [
     "FOLLOW_ENV",
     "PROCESS_KEY",
     "SETTINGS_FILE",
-    "WINDOW_PROFILERS",
     "Followed",
     "begin",
     "current",

@@ -17,6 +17,7 @@ process whose trace is missing.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import json
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ncompass.capture.backends.kinds import kind_of
 from ncompass.capture.environment import scoped_environment
 from ncompass.capture.follow import bootstrap
 from ncompass.capture.follow.bootstrap import (
@@ -42,7 +44,15 @@ from ncompass.capture.follow.bootstrap import (
     Followed,
 )
 from ncompass.capture.follow.exits import why_no_trace
+from ncompass.capture.follow.leftovers import (
+    FOLDER_PREFIX,
+    alive,
+    pid_namespace,
+    remove_stale_folders,
+    started_ticks,
+)
 from ncompass.capture.trace_files import claim_trace_path, safe_name
+from ncompass.capture.triggers import TimedWindow
 from ncompass.errors import TraceError
 from ncompass.traces.processes import ProcessTrace, merge_processes
 
@@ -132,20 +142,31 @@ class FollowedRun:
         """
         # one flat folder (each directory is one more to remove): the sitecustomize, the
         # settings and the processes' records, none of the others importable
-        folder = Path(tempfile.mkdtemp(prefix="ncompass-follow-"))
+        remove_stale_folders()  # of runs that were killed before they could
+        folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
         shutil.copyfile(SITECUSTOMIZE, folder / "sitecustomize.py")
         spec = folder / "spec.pickle"
         spec.write_bytes(pickle.dumps(config))
+        kind = kind_of(options.profiler)
         traces = None  # made by the first child that records
         by_window = windows is not None and windows_stem is not None
-        if options.profiler == "torch" and trace_path is not None and not by_window:
+        if kind.per_process_traces and trace_path is not None and not by_window:
             traces = processes_folder(trace_path)
         stems = {Path(target.file).stem for target in config.targets if target.file}
+        started = time.time()
         settings = {
             "root_pid": os.getpid(),
+            "root_namespace": pid_namespace(),
+            "root_started_ticks": started_ticks(os.getpid()),
+            "started_unix_s": started,
             "modules": sorted({t.module for t in config.targets if t.module}),
             "file_stems": sorted(stems),
             "profiler": options.profiler,
+            "kind": {  # what the stdlib-only bootstrap asks: capabilities, not the name
+                "per_process_traces": kind.per_process_traces,
+                "followed_windows": kind.followed_windows,
+                "gates_recorder": kind.gates_recorder,
+            },
             "profiler_options": {
                 "record_shapes": options.record_shapes,
                 "profile_memory": options.profile_memory,
@@ -155,26 +176,28 @@ class FollowedRun:
             "traces": str(traces) if traces is not None else None,
             "process_hooks": dict(options.process_hooks),
         }
-        windowed = options.profiler in bootstrap.WINDOW_PROFILERS
-        if by_window and windowed and options.recording_windows is not None:
+        if by_window and kind.followed_windows and options.recording_windows is not None:
             from ncompass.capture.follow import windows as followed_windows
 
             assert windows is not None and windows_stem is not None
             stem = windows_stem.with_name(safe_name(windows_stem.name))
             settings[followed_windows.SETTINGS_KEY] = followed_windows.window_settings(
-                options.recording_windows, _window_processes_folder(stem), time.time()
+                options.recording_windows, _window_processes_folder(stem), started
             )
             followed_windows.adopt_run_windows(windows)
+            if isinstance(windows.trigger, TimedWindow):  # one clock for every process
+                windows.trigger.on_clock = functools.partial(_publish_clock, str(folder), settings)
         bootstrap.write_settings(str(folder), settings)
         command = " ".join(
             [*(["-m", options.module] if options.module else [options.script or ""]), *options.args]
         )
         run = cls(folder, traces, command)
+        atexit.register(run._remove_folder)  # whatever way out the run takes past its finish
         if by_window and "windows" in settings:
             assert windows is not None and options.recording_windows is not None
             run.windows_followed = True
             merge: Callable[[int, Path], object] = _nothing_to_merge
-            if options.profiler == "torch":  # nvtx-trace: the parent cuts them from recordings
+            if kind.window_is_profiler:  # else the parent cuts them from the recordings
                 run.windows_stem = stem
                 merge = functools.partial(run._merge_capture, windows)
             if options.recording_windows.on_demand:
@@ -212,6 +235,12 @@ class FollowedRun:
         if add_metadata is not None:
             add_metadata(PROCESS_KEY, self.identity())
 
+    def _remove_folder(self) -> None:
+        """Remove the private folder (in the run's own process only: a forked child that
+        exits through its inherited exit handlers must leave the live run's folder)."""
+        if os.getpid() == self.root_pid:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
     def abandon(self) -> None:
         """Stop following and remove the private folder (the per-process traces stay)."""
         bootstrap.stop_root()
@@ -219,7 +248,8 @@ class FollowedRun:
             from ncompass.capture.follow.windows import adopt_run_windows
 
             adopt_run_windows(None)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self._remove_folder()
+        atexit.unregister(self._remove_folder)
         if self.traces is not None:
             with contextlib.suppress(OSError):
                 self.traces.rmdir()  # only when empty
@@ -242,23 +272,27 @@ class FollowedRun:
             outcome = self._outcome(started, ended, root_trace, root_markers, exit_code)
             if root_trace is not None and self.traces is not None:
                 self._merge(root_trace, outcome)
-            if windows is not None and self.windows_stem is not None:
+            for folder in self._trace_folders():
+                _release_empty_claims(folder)  # of processes that crashed before writing
+            if windows is not None and self.windows_followed:
                 self._merge_windows(windows, outcome, ended)
-            elif windows is not None and self.windows_followed:  # nvtx-trace: cut by the parent
-                from ncompass.capture.follow.windows import settle_never_opened
-
-                calls = [record.get("window_calls") or 0 for record in ended.values()]
-                settle_never_opened(self.folder, windows, len(outcome.processes), calls)
             return outcome
         finally:
             self.abandon()
+
+    def _trace_folders(self) -> list[Path]:
+        """The folders the processes write their own traces into."""
+        folders = [self.traces] if self.traces is not None else []
+        if self.windows_stem is not None:
+            folders.append(_window_processes_folder(self.windows_stem))
+        return folders
 
     def _wait_for_children(self) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
         deadline = time.monotonic() + FINISH_GRACE_S
         while True:
             started = _records(self.folder, START_SUFFIX)
             ended = _records(self.folder, END_SUFFIX)
-            running = [pid for pid in started if pid not in ended and _alive(pid)]
+            running = [pid for pid in started if pid not in ended and alive(pid)]
             if not running or time.monotonic() > deadline:
                 return started, ended
             time.sleep(0.05)
@@ -266,23 +300,24 @@ class FollowedRun:
     def _merge_windows(
         self, windows: RecordingWindows, outcome: FollowOutcome, ended: dict[int, dict[str, Any]]
     ) -> None:
-        from ncompass.capture.follow.windows import merge_windows
+        """Window N of every process into ``NAME-wN.json`` (or, when the parent cuts the
+        windows from the recordings, only the run's account of which process recorded what)."""
+        from ncompass.capture.follow.windows import WindowTraces, merge_windows
 
-        assert self.windows_stem is not None
-        calls = [record.get("window_calls") or 0 for record in ended.values()]
-        lists, warnings = merge_windows(
-            self.folder,
-            windows,
-            outcome.processes,
-            _window_processes_folder(self.windows_stem),
-            self.windows_stem.parent,
-            self.windows_stem.name,
-            calls,
-        )
+        calls = {pid: record.get("window_calls") for pid, record in ended.items()}
+        target = None
+        if self.windows_stem is not None:
+            target = WindowTraces(
+                _window_processes_folder(self.windows_stem),
+                self.windows_stem.parent,
+                self.windows_stem.name,
+            )
+        lists, warnings = merge_windows(self.folder, windows, outcome.processes, calls, target)
         outcome.window_processes = lists
         outcome.warnings += warnings
-        with contextlib.suppress(OSError):  # only when empty: no process recorded a window
-            _window_processes_folder(self.windows_stem).rmdir()
+        if target is not None:
+            with contextlib.suppress(OSError):  # only when empty: no process recorded a window
+                target.parts.rmdir()
 
     def _merge_capture(self, windows: RecordingWindows, number: int, trace: Path) -> None:
         """Merge an on-demand capture as it closes (the run merges it again at its end)."""
@@ -299,7 +334,7 @@ class FollowedRun:
             trace,
             outcome.processes,
             _window_processes_folder(self.windows_stem),
-            _alive,
+            alive,
             FINISH_GRACE_S,
         )
 
@@ -371,6 +406,15 @@ class FollowedRun:
             shutil.copyfile(own, root_trace)
 
 
+def _publish_clock(folder: str, settings: dict[str, Any], started_unix_s: float) -> None:
+    """The run's ``--delay`` clock started (before the program, so before any child): every
+    process counts from it."""
+    from ncompass.capture.follow.windows import SETTINGS_KEY
+
+    settings[SETTINGS_KEY]["started_unix_s"] = started_unix_s
+    bootstrap.write_settings(folder, settings)
+
+
 def _nothing_to_merge(number: int, trace: Path) -> None:
     """A capture's parts are cut from the NVTX recordings once the run has ended."""
 
@@ -383,6 +427,17 @@ def processes_folder(trace_path: Path) -> Path:
 def _window_processes_folder(stem: Path) -> Path:
     """``DIR/NAME.processes``: the processes' window traces (``PID-wN.json``)."""
     return stem.with_name(stem.name + PROCESSES_SUFFIX)
+
+
+def _release_empty_claims(folder: Path) -> None:
+    """Remove the empty files claimed for traces never written: a process that crashed (or
+    was killed) after it started its profiler. Every trace is renamed into place whole, so an
+    empty file is only ever a claim."""
+    with contextlib.suppress(OSError):
+        for path in folder.glob("*.json"):
+            with contextlib.suppress(OSError):
+                if path.stat().st_size == 0:
+                    path.unlink()
 
 
 def _join_multiprocessing_children() -> None:
@@ -417,21 +472,6 @@ def _exit_codes(folder: Path) -> dict[int, int]:
         with contextlib.suppress(OSError, ValueError):
             codes[int(path.name[len(EXIT_PREFIX) :])] = int(path.read_text())
     return codes
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie, ended but not yet waited for, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def _missing(pid: int, record: dict[str, Any], code: int | None) -> str:

@@ -8,7 +8,7 @@ records with the same machinery as the run's own process
 (its first import of torch or of a target module):
 
 * by marker: it counts its own calls of the marker (:class:`MarkerWindows`);
-* by time: the run's wall-clock span (:class:`TimedWindow` with what is left of it);
+* by time: the run's wall-clock span (:class:`TimedWindow` counting from the run's clock);
 * on demand: the run's own process says in the run's private folder when each capture opens
   and closes (:class:`BroadcastCaptures`); the others follow it (:class:`FollowedCaptures`).
 
@@ -20,8 +20,9 @@ process from the recordings (:func:`ncompass.capture.nvtx_windows.write_recorded
 Under ``--profiler torch`` each process writes window N into ``NAME.processes/PID-wN.json``
 and notes it in the run's folder (``window-PID-N.open`` when it opens, ``window-PID-N.json``
 once written). When the run ends, :func:`merge_windows` merges window N of every process into
-``NAME-wN.json``, one track per process, and names each process that opened window N but never
-wrote it.
+``NAME-wN.json``, one track per process, names each process that opened window N but never
+wrote it, and, in one line per window, the processes whose marker never reached it
+(:mod:`~ncompass.capture.follow.window_account`).
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ncompass.capture.follow.exits import why_no_trace
+from ncompass.capture.follow.window_account import WindowAccount, process_names
 from ncompass.capture.recording_windows import RecordedSpan, RecordingWindows
 from ncompass.capture.trace_files import claim_trace_path, release_claim
 from ncompass.capture.triggers import MarkerWindows, RecordingWindowOptions, TimedWindow
@@ -49,7 +51,17 @@ from ncompass.traces.processes import ProcessTrace, merge_processes
 if TYPE_CHECKING:
     from ncompass.capture.backends.base import ProfilerBackend
     from ncompass.capture.main_thread import MainThreadCalls
-    from ncompass.capture.spans import SpanSink, Trigger, WindowRecord
+    from ncompass.capture.spans import SpanSink, Trigger, WindowRecord, WrittenSpan
+
+
+class Followed(Protocol):
+    """The part of :class:`~ncompass.capture.follow.bootstrap.Followed` windows read (the
+    bootstrap imports this module, not the other way round)."""
+
+    pid: int
+    folder: str
+    settings: dict[str, Any]
+
 
 SETTINGS_KEY = "windows"
 """The key of the run's settings (``bootstrap.SETTINGS_FILE``) that holds its window choice."""
@@ -74,16 +86,9 @@ def window_settings(
     Args:
         options: The run's windows.
         traces: The folder of per-process window traces (``NAME.processes/``).
-        started_unix_s: When the run's program starts (``--delay`` counts from it).
+        started_unix_s: When the run started (``--delay`` counts from it in every process).
     """
-    settings: dict[str, Any] = {"options": asdict(options), "traces": str(traces)}
-    if options.marker is None and not options.on_demand:
-        opens = started_unix_s + (options.delay or 0.0)
-        settings["opens_at_unix_s"] = opens
-        settings["closes_at_unix_s"] = (
-            None if options.duration is None else opens + options.duration
-        )
-    return settings
+    return {"options": asdict(options), "traces": str(traces), "started_unix_s": started_unix_s}
 
 
 class BroadcastCaptures:
@@ -104,6 +109,10 @@ class BroadcastCaptures:
         """Watch for captures, telling the others of each."""
         self._sink = _BroadcastingSink(sink, self._folder, self._on_closed)
         self._trigger.install(self._sink)
+
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        """A forked child follows the run's captures with a trigger of its own."""
+        return False
 
     def uninstall(self) -> str | None:
         """Stop watching; a capture the run's end closed is closed in the others too."""
@@ -128,9 +137,17 @@ class _BroadcastingSink:
     def prepare(self) -> None:
         self._sink.prepare()
 
+    @property
+    def recording(self) -> WindowRecord | None:
+        return self._sink.recording
+
+    @property
+    def spans(self) -> Sequence[WrittenSpan]:
+        return self._sink.spans
+
     def open(self, record: WindowRecord) -> bool:
         opened = self._sink.open(record)
-        recording = getattr(self._sink, "recording", None)
+        recording = self._sink.recording
         if opened and recording is not None:
             self._number = recording["number"]
             _write_json(self._folder / f"{_CAPTURE_PREFIX}{self._number}.open", dict(recording))
@@ -149,9 +166,6 @@ class _BroadcastingSink:
                     f"ncompass: warning: capture {number} not merged yet: {error}", file=sys.stderr
                 )
         return written
-
-    def __getattr__(self, name: str) -> Any:  # ``recording``, ``spans``: the sink's own
-        return getattr(self._sink, name)
 
 
 def follow_captures(
@@ -241,6 +255,10 @@ class FollowedCaptures:
                 recording = number
                 break
 
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        """A forked child polls with a trigger of its own (this one's thread is gone)."""
+        return False
+
     def uninstall(self) -> str | None:
         """Stop polling (a capture still open is closed by the windows' end)."""
         self._stopped.set()
@@ -258,19 +276,23 @@ class ProcessWindows:
     writes it as ``NAME.processes/PID-wN.json`` and notes it in the run's folder.
     """
 
-    def __init__(self, state: Any, inherited: RecordingWindows | None = None) -> None:
+    def __init__(self, state: Followed, inherited: RecordingWindows | None = None) -> None:
         settings = state.settings[SETTINGS_KEY]
         self.pid: int = state.pid
         self.folder = Path(state.folder)
         self.traces = Path(settings["traces"])
         self._profiler_options: dict[str, Any] = dict(state.settings.get("profiler_options") or {})
-        self._nvtx = state.settings.get("profiler") == "nvtx-trace"  # the recorder's gate
+        kind = state.settings.get("kind") or {}
+        self._nvtx = not kind.get("per_process_traces")  # a window is the recorder's gate
         self._numbers: list[int] = []
         self._pending: int | None = None
         self._noted = 0
         self._claimed: list[Path] = []
         self.options = RecordingWindowOptions(**settings["options"])
-        trigger = self._trigger(settings, _drop(inherited) if inherited is not None else None)
+        adopted = inherited.drop_after_fork() if inherited is not None else None
+        if isinstance(adopted, _Counting):
+            adopted = adopted.trigger
+        trigger = self._trigger(settings, adopted)
         self.windows: RecordingWindows | None = None
         if trigger is not None:
             self.windows = RecordingWindows(
@@ -282,10 +304,10 @@ class ProcessWindows:
                 claims_traces=False,
             )
 
-    def _trigger(self, settings: dict[str, Any], inherited: MarkerWindows | None) -> Trigger | None:
+    def _trigger(self, settings: dict[str, Any], inherited: Trigger | None) -> Trigger | None:
         options = self.options
-        if inherited is not None:  # forked: the sites bound before the fork count into it
-            return _Counting(inherited, self, restart=True)
+        if isinstance(inherited, MarkerWindows):  # the sites bound before the fork count into it
+            return _Counting(inherited, self, adopt=True)
         if options.marker is not None:
             return _Counting(
                 MarkerWindows(
@@ -295,12 +317,9 @@ class ProcessWindows:
             )
         if options.on_demand:
             return FollowedCaptures(self.folder, self)
-        now = time.time()
-        opens, closes = settings["opens_at_unix_s"], settings["closes_at_unix_s"]
-        if closes is not None and now >= closes:
-            return None  # started after the window closed: nothing to record
-        duration = None if closes is None else closes - max(now, opens)
-        return _Counting(TimedWindow(max(0.0, opens - now), duration), self)
+        timed = TimedWindow(options.delay or 0.0, options.duration)
+        timed.count_from(settings["started_unix_s"])  # the run's clock, not this process's
+        return _Counting(timed, self)
 
     def begin(self) -> None:
         """Hand the process to its trigger."""
@@ -310,10 +329,6 @@ class ProcessWindows:
     def open_numbered(self, sink: SpanSink, record: WindowRecord) -> bool:
         """Open a span numbered as the run numbers it (its trace is ``PID-wN.json``)."""
         number = record["number"]
-        if self.options.marker is None and not self.options.on_demand:
-            # the run's window, not what was left of it when this process started
-            record = {**record, "delay_s": self.options.delay or 0.0}
-            record["duration_s"] = self.options.duration
         self._pending = number
         try:
             opened = sink.open(record)
@@ -382,6 +397,9 @@ class _Counting:
     """A trigger of the run's (marker or time) whose spans a :class:`ProcessWindows` notes.
 
     A window that never opens is said once for the whole run, by the run's own process.
+
+    Attributes:
+        trigger: The run's trigger, as this process runs it.
     """
 
     def __init__(
@@ -389,25 +407,26 @@ class _Counting:
         trigger: MarkerWindows | TimedWindow,
         process: ProcessWindows,
         *,
-        restart: bool = False,
+        adopt: bool = False,
     ) -> None:
-        self._trigger = trigger
+        self.trigger = trigger
         self._process = process
-        self._restart = restart
+        self._adopt = adopt
 
     @property
     def calls(self) -> int | None:
-        return self._trigger.calls if isinstance(self._trigger, MarkerWindows) else None
+        return self.trigger.calls if isinstance(self.trigger, MarkerWindows) else None
 
     def install(self, sink: SpanSink) -> None:
         noting = _NotingSink(sink, self._process)
-        if self._restart and isinstance(self._trigger, MarkerWindows):
-            self._trigger.restart(noting)
-        else:
-            self._trigger.install(noting)
+        if not (self._adopt and self.trigger.adopt_after_fork(noting)):
+            self.trigger.install(noting)
+
+    def adopt_after_fork(self, sink: SpanSink) -> bool:
+        return False  # ProcessWindows adopts the trigger inside (see drop_after_fork)
 
     def uninstall(self) -> str | None:
-        self._trigger.uninstall()
+        self.trigger.uninstall()
         return None
 
 
@@ -415,6 +434,14 @@ class _NotingSink:
     def __init__(self, sink: SpanSink, process: ProcessWindows) -> None:
         self._sink = sink
         self._process = process
+
+    @property
+    def recording(self) -> WindowRecord | None:
+        return self._sink.recording
+
+    @property
+    def spans(self) -> Sequence[WrittenSpan]:
+        return self._sink.spans
 
     def prepare(self) -> None:
         self._sink.prepare()
@@ -424,27 +451,6 @@ class _NotingSink:
 
     def close(self) -> Path | None:
         return self._process.close_noted(self._sink)
-
-
-def _drop(windows: RecordingWindows) -> MarkerWindows | None:
-    """A forked child's copy of its parent's windows: end it without writing anything (the
-    parent writes its own spans); returns its marker trigger, for the child to take over."""
-    span, windows._open = windows._open, None
-    prepared, windows._prepared = windows._prepared, None
-    windows._ended = True
-    for backend in (span.backend if span else None, prepared[0] if prepared else None):
-        discard = getattr(backend, "stop_and_discard", None)
-        if discard is not None:
-            with contextlib.suppress(Exception):  # a prepared profiler was never started
-                discard()
-    if windows.marks_only and span is not None:  # the parent's NVTX window: not this one's
-        from ncompass.capture.nvtx_windows import close_recorder_window
-
-        close_recorder_window()
-    trigger = windows.trigger
-    if isinstance(trigger, _Counting):
-        trigger = trigger._trigger
-    return trigger if isinstance(trigger, MarkerWindows) else None
 
 
 _process_windows: ProcessWindows | None = None
@@ -458,7 +464,7 @@ def adopt_run_windows(windows: RecordingWindows | None) -> None:
     _run_windows = windows
 
 
-def start_windows(state: Any) -> None:
+def start_windows(state: Followed) -> None:
     """Start recording windows in this followed process (once)."""
     global _process_windows
     inherited = _run_windows
@@ -470,7 +476,7 @@ def start_windows(state: Any) -> None:
     _process_windows.begin()
 
 
-def finish_windows(state: Any) -> dict[str, Any]:
+def finish_windows(state: Followed) -> dict[str, Any]:
     """End this process's windows (writing the open one); what its end record adds."""
     global _process_windows
     windows, _process_windows = _process_windows, None
@@ -482,45 +488,64 @@ def finish_windows(state: Any) -> dict[str, Any]:
 # --- the run's own process, at the end: one trace per window --------------------------------
 
 
+@dataclass(frozen=True)
+class WindowTraces:
+    """Where a run's window traces go when every process writes its own part (torch).
+
+    Attributes:
+        parts: The folder of per-process window traces (``NAME.processes/PID-wN.json``).
+        folder / name: The run's trace folder and name (``NAME-wN.json``).
+    """
+
+    parts: Path
+    folder: Path
+    name: str
+
+
 def merge_windows(
     run_folder: Path,
     windows: RecordingWindows,
     processes: list[dict[str, Any]],
-    traces: Path,
-    trace_folder: Path,
-    trace_name: str,
-    window_calls: list[int],
+    window_calls: dict[int, int | None],
+    target: WindowTraces | None,
 ) -> tuple[dict[Path, list[dict[str, Any]]], list[str]]:
-    """Merge window N of every process into ``NAME-wN.json``, one track per process.
+    """Merge window N of every process into ``NAME-wN.json``, one track per process, and say
+    what the run's processes recorded.
 
-    The run's own span traces move into ``traces`` (``ROOTPID-wN.json``) beside the others;
-    spans only other processes recorded are added to ``windows.spans``. The never-opened
-    warning of ``windows`` is kept only when no process opened a window.
+    The run's own span traces move into ``target.parts`` (``ROOTPID-wN.json``) beside the
+    others; spans only other processes recorded are added to ``windows.spans``. Without a
+    ``target`` (the parent cuts the windows from the recordings: ``nvtx-trace``) nothing is
+    merged, only said. The never-opened warning of ``windows`` is kept only when no process
+    opened a window; a window some processes recorded names, in one line, the processes whose
+    marker never reached it.
 
     Args:
         run_folder: The run's private folder (the processes' window records).
         windows: The run's own recording windows (ended).
         processes: Every process of the run, the run's own first (as the sidecar lists them).
-        traces: The folder of per-process window traces.
-        trace_folder / trace_name: Where the run's traces go, and its name.
-        window_calls: The calls of the window's marker each other process counted.
+        window_calls: By pid, the calls of the window's marker each other process counted
+            (None: not a marker window, or the process never started its windows).
+        target: Where the merged traces go (None: nothing to merge here).
 
     Returns:
         Each window trace's process list (its ``trace_file``: the process's part of that
-        window), and one warning line per process that lost its part of a window.
+        window), and the warning lines.
     """
-    written, lost = _window_records(run_folder)
-    own = {span.window["number"]: span for span in windows.spans}
-    merged = windows.trigger.own_parts if isinstance(windows.trigger, BroadcastCaptures) else {}
-    warnings: list[str] = []
     lists: dict[Path, list[dict[str, Any]]] = {}
     if len(processes) < 2:
-        return lists, warnings  # no other process: the run's windows stay as written
-    if written or lost:
+        return lists, []  # no other process: the run's windows stay as written
+    written, lost = _window_records(run_folder)
+    root_pid = processes[0]["pid"]
+    account = WindowAccount.of(windows, root_pid, written, lost, window_calls)
+    if account.opened_anywhere:
         windows.warning = None  # some process opened a window
     elif windows.warning is not None and isinstance(windows.trigger, MarkerWindows):
-        windows.warning = _never_opened(windows.trigger, len(processes), window_calls)
-    root_pid = processes[0]["pid"]
+        windows.warning = account.never_opened(windows.trigger, len(processes))
+    warnings = account.silent(process_names(processes))
+    if target is None:
+        return lists, warnings
+    own = {span.window["number"]: span for span in windows.spans}
+    merged = windows.trigger.own_parts if isinstance(windows.trigger, BroadcastCaptures) else {}
     by_pid = {process["pid"]: process for process in processes}
     for number in sorted(set(own) | set(written) | set(lost)):
         parts = written.get(number, {})
@@ -532,10 +557,10 @@ def merge_windows(
         own_part: Path | None = None
         if span is None:
             first = parts[min(parts)]
-            target = claim_trace_path(trace_folder, f"{trace_name}-w{number}")
+            trace = claim_trace_path(target.folder, f"{target.name}-w{number}")
             span = RecordedSpan(
                 cast("WindowRecord", first["window"]),
-                target,
+                trace,
                 cast("ProfilerBackend", _OtherProcesses()),
                 min(part["started_unix_s"] for part in parts.values()),
                 max(part["duration_s"] for part in parts.values()),
@@ -544,28 +569,16 @@ def merge_windows(
         elif number in merged:  # merged when the capture closed: again, with every part
             own_part = merged[number]
         else:
-            own_part = claim_trace_path(traces, f"{root_pid}-w{number}")
+            own_part = claim_trace_path(target.parts, f"{root_pid}-w{number}")
             os.replace(span.trace, own_part)
-        listed, warning = _merge_window(number, span.trace, own_part, parts, processes, traces)
+        listed, warning = _merge_window(
+            number, span.trace, own_part, parts, processes, target.parts
+        )
         lists[span.trace] = listed
         if warning is not None:
             warnings.append(warning)
     windows.spans.sort(key=lambda recorded: recorded.window["number"])
     return lists, warnings
-
-
-def settle_never_opened(
-    run_folder: Path, windows: RecordingWindows, processes: int, window_calls: list[int]
-) -> None:
-    """Say "never opened" only when no process of the run opened a window (the run's windows
-    are cut from each process's recording by the parent: ``--profiler nvtx-trace``)."""
-    if processes < 2:
-        return
-    written, lost = _window_records(run_folder)
-    if written or lost:
-        windows.warning = None  # some process opened a window
-    elif windows.warning is not None and isinstance(windows.trigger, MarkerWindows):
-        windows.warning = _never_opened(windows.trigger, processes, window_calls)
 
 
 def _window_records(
@@ -632,15 +645,6 @@ class _OtherProcesses:
     name = "torch"
 
 
-def _never_opened(trigger: MarkerWindows, processes: int, window_calls: list[int]) -> str:
-    most = max([trigger.calls, *window_calls])
-    return (
-        f"ncompass: warning: window {trigger.marker}:{trigger.first}:{trigger.count} never "
-        f"opened in any of the run's {processes} processes: the marker {trigger.marker} had "
-        f"at most {most} call{'s' if most != 1 else ''} in one process; nothing was recorded"
-    )
-
-
 def _lost(number: int, pid: int, process: dict[str, Any]) -> str:
     who = process.get("role") or process.get("command") or "a child"
     return (
@@ -687,12 +691,12 @@ __all__ = [
     "BroadcastCaptures",
     "FollowedCaptures",
     "ProcessWindows",
+    "WindowTraces",
     "adopt_run_windows",
     "finish_windows",
     "follow_captures",
     "merge_capture",
     "merge_windows",
-    "settle_never_opened",
     "start_windows",
     "window_settings",
 ]
