@@ -257,6 +257,7 @@ class ProfilingSession:
         import sys
 
         from ncompass.capture.trace_files import sidecar_path
+        from ncompass.session.tether import tethered_environment
 
         folder = str(Path(script).resolve().parent)
         if folder not in sys.path:  # as the script sees it: its modules are found for planning
@@ -277,7 +278,10 @@ class ProfilingSession:
             options=["--force-overwrite"],  # the empty file this session claimed for it
             recording_windows=windows,
         )
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        # The run ends with this process (ncompass.session.tether): if the session is killed,
+        # nothing goes on writing into its folder.
+        environment = tethered_environment()
+        done = subprocess.run(command, capture_output=True, text=True, check=False, env=environment)
         if windows is not None:  # the run wrote its window's trace beside the claimed name
             release_claim(trace_path)
             trace_path = trace_path.with_name(f"{trace_path.stem}-w1.json")
