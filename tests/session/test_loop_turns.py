@@ -136,3 +136,29 @@ def test_a_loop_else_block_runs_once_per_loop() -> None:
     text = "for i in range(500000):\n    x = i\nelse:\n    y = 1\n"
     assert runs_inside(_statement(text, 4)) == 1
     assert runs_inside(_statement(text, 2)) == 500_000
+
+
+def test_drilling_one_level_into_such_a_loop_marks_none_of_its_statements(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "s = 0\nt = 0\nfor i in range(200000):\n    s += i\n    t += 1\nprint(s, t)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "ncompass", "session", "run", "--one-level", "-n", "3",
+         "-o", str(tmp_path / "traces"), str(script)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    specs = sorted((tmp_path / "traces" / "default" / "specs").glob("v*.yaml"))
+    marked = [
+        lines
+        for spec in specs
+        for lines in _ranges(yaml.safe_load(spec.read_text()).get("targets", []))
+    ]
+    assert [3, 5] in marked  # the loop, once the top level is drilled
+    assert [4, 4] not in marked and [5, 5] not in marked, marked
+    assert "runs about 200,000 times" in done.stdout + done.stderr
+    assert all(trace.stat().st_size < 1024 * 1024 for trace in tmp_path.glob("traces/*-i*.json"))
