@@ -60,6 +60,10 @@ NCOMPASS_LLM_API_KEY = "NCOMPASS_LLM_API_KEY"
 NCOMPASS_LLM_TIMEOUT_S = "NCOMPASS_LLM_TIMEOUT_S"
 """Seconds the LLM provider waits for an answer."""
 
+# --- the profiling session ----------------------------------------------------------------------
+NCOMPASS_SESSION_PARENT = "NCOMPASS_SESSION_PARENT"
+"""Set on a session's ``ncompass run`` child: the session's pid, which the child ends with."""
+
 # --- remote runs ----------------------------------------------------------------------------------
 NCOMPASS_REMOTE = "NCOMPASS_REMOTE"
 """Set on a remote job's ranks: the run happens on a Ray cluster."""
@@ -119,6 +123,7 @@ __all__ = [
     "NCOMPASS_REMOTE_PLACEMENT_TIMEOUT_S",
     "NCOMPASS_REMOTE_TOKEN",
     "NCOMPASS_RUNNER",
+    "NCOMPASS_SESSION_PARENT",
     "NCOMPASS_TRACE_DIR",
     "NVTX_INJECTION64_PATH",
     "TORCHINDUCTOR_CACHE_DIR",

@@ -81,7 +81,8 @@ class JobState:
 
 
 def require_ray(command: str = "ncompass submit") -> Any:
-    """Ray's ``JobSubmissionClient`` class.
+    """Ray's ``JobSubmissionClient`` class, keeping the cluster's headers to its address
+    (see :mod:`ncompass.remote.ray_client`).
 
     Raises:
         RayNotInstalledError: Ray (with its ``[default]`` extra) is not installed.
@@ -90,9 +91,12 @@ def require_ray(command: str = "ncompass submit") -> Any:
         from ray.job_submission import JobSubmissionClient
     except ImportError as error:
         raise RayNotInstalledError(command, str(error)) from None
+    # requests comes with Ray: imported only once Ray is there.
+    from ncompass.remote.ray_client import guarded_client_class
+
     for name in _QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
-    return JobSubmissionClient
+    return guarded_client_class(JobSubmissionClient)
 
 
 class JobsClient:
@@ -205,11 +209,14 @@ class JobsClient:
             async for chunk in self._client.tail_job_logs(job_id):
                 counted(chunk)
 
-        try:
-            asyncio.run(tail())
-            return
-        except Exception:  # the websocket failed: poll from where it stopped
-            pass
+        # Ray opens the websocket with aiohttp, which would take the cluster's headers along
+        # a redirect to another address: when the address redirects there, poll.
+        if not getattr(self._client, "left_origin", False):
+            try:
+                asyncio.run(tail())
+                return
+            except Exception:  # the websocket failed: poll from where it stopped
+                pass
         while True:
             state = self.state(job_id)
             text = self.logs(job_id)

@@ -13,7 +13,12 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse
+from fastapi.openapi.docs import (
+    get_redoc_html,
+    get_swagger_ui_html,
+    get_swagger_ui_oauth2_redirect_html,
+)
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from ncompass._version import __version__
 from ncompass.analysis.providers.base import AnalysisProvider
@@ -35,8 +40,9 @@ from ncompass.service.body_limit import BodySizeLimit
 from ncompass.service.host_check import AllowedHosts, HostCheck
 from ncompass.service.inflated_size import InflatesTooLarge, NotGzip
 from ncompass.service.jobs import Job, JobBoard, QueueFull, UnknownUpload
-from ncompass.service.json_depth import DepthLimitedRoute
+from ncompass.service.json_route import CheckedJsonRoute
 from ncompass.service.limits import ServiceLimits
+from ncompass.service.origin_check import OriginCheck, form_content_type
 from ncompass.service.storage import NotATrace, StorageFull, TraceStore, is_id
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -71,7 +77,8 @@ def create_app(
             when None.
         provider: What runs the jobs; the local provider from the environment when None
             (built-in engine, with the LLM narrative when ``NCOMPASS_LLM_URL`` is set).
-        token: When given, every request but health needs ``Authorization: Bearer <token>``.
+        token: When given, every request but health needs ``Authorization: Bearer <token>``
+            (the API's documentation, ``/docs`` and ``/openapi.json``, too).
         host: The address the service listens on; requests must name it, ``localhost`` or one
             of ``allow_hosts`` in their ``Host`` header (anything else is DNS rebinding).
         allow_hosts: More host names clients may use (``--allow-host``).
@@ -90,6 +97,8 @@ def create_app(
     )
     store = TraceStore(root, limits)
     board = JobBoard(provider, store, limits)
+    # With a token, the documentation routes are added below, behind it.
+    docs: dict[str, Any] = {"openapi_url": None, "docs_url": None, "redoc_url": None}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -108,14 +117,16 @@ def create_app(
             "question), filter and propose-markers jobs on it and poll them by id."
         ),
         lifespan=lifespan,
+        **(docs if token is not None else {}),
     )
     if own_storage:
         # Also when the app is built but never served (e.g. only for its OpenAPI schema).
         weakref.finalize(app, shutil.rmtree, root, True)
     app.add_middleware(BodySizeLimit, limits=limits)
+    app.add_middleware(OriginCheck)
     # Added last, so it runs first: a request under a foreign name gets no further.
     app.add_middleware(HostCheck, allowed=AllowedHosts(host, allow_hosts))
-    app.router.route_class = DepthLimitedRoute
+    app.router.route_class = CheckedJsonRoute
     app.state.store = store
     app.state.board = board
     authorized = [Depends(_bearer_check(token))]
@@ -157,6 +168,14 @@ def create_app(
         ] = None,
     ) -> UploadInfo:
         """Store a trace sent as the raw request body (streamed to disk, size bounded)."""
+        form = form_content_type(request.headers.get("content-type"))
+        if form is not None:
+            raise HTTPException(
+                415,
+                f"an upload sent as {form} is what a web page's form can send: send the trace "
+                "as application/octet-stream, application/json or application/gzip (curl: -H "
+                "'Content-Type: application/octet-stream')",
+            )
         store.sweep()
         sink = store.open_upload(name)
         try:
@@ -294,7 +313,34 @@ def create_app(
 
     # Referenced from the result's documented content; registered so the schema stays whole.
     _register_schemas(app, [SummaryResult, ProposalResult])
+    if token is not None:
+        _add_guarded_docs(app, authorized)
     return app
+
+
+def _add_guarded_docs(app: FastAPI, authorized: list[Any]) -> None:
+    """FastAPI's documentation routes, behind the token like the API they describe."""
+    guarded: dict[str, Any] = {"dependencies": authorized, "include_in_schema": False}
+
+    @app.get("/openapi.json", **guarded)
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", **guarded)
+    def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url="/docs/oauth2-redirect",
+        )
+
+    @app.get("/docs/oauth2-redirect", **guarded)
+    def swagger_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", **guarded)
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url="/openapi.json", title=f"{app.title} - ReDoc")
 
 
 def _find_job(board: JobBoard, job_id: str) -> Job:

@@ -3,21 +3,28 @@
 Threads cannot be killed, but CPython can raise an exception in another thread: it is
 delivered the next time that thread runs Python code. The engine reads traces in bounded
 chunks, between which it always runs Python, so a job past its limit stops within one chunk
-and its worker is free for the next job.
+and its worker is free for the next job. A thread waiting on a socket runs no Python, so the
+block is also the thread's time budget: the providers' HTTP calls (the LLM narrative) wait at
+most for what is left of the limit and then raise :class:`JobTimedOut`'s base,
+:class:`TimeBudgetSpent`, themselves.
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
+from contextlib import ExitStack
 from types import TracebackType
 
+from ncompass.analysis.providers.time_budget import TimeBudgetSpent, time_budget
 
-class JobTimedOut(BaseException):
+
+class JobTimedOut(TimeBudgetSpent):
     """Raised inside a job's thread when the job runs past its time limit.
 
     A ``BaseException``, like ``KeyboardInterrupt``: the engine's ``except Exception`` clauses
-    must not turn it into a trace error.
+    must not turn it into a trace error. An HTTP call that runs out of the job's time raises
+    its base, :class:`TimeBudgetSpent`; both mean the same to the job.
     """
 
 
@@ -41,6 +48,7 @@ class JobDeadline:
         self._fired = False
         self._thread_id = 0
         self._timer: threading.Timer | None = None
+        self._budget = ExitStack()
 
     @property
     def expired(self) -> bool:
@@ -49,6 +57,7 @@ class JobDeadline:
 
     def __enter__(self) -> JobDeadline:
         self._thread_id = threading.get_ident()
+        self._budget.enter_context(time_budget(self.limit_s))
         self._inside = True
         self._timer = threading.Timer(self.limit_s, self._fire)
         self._timer.daemon = True
@@ -63,6 +72,7 @@ class JobDeadline:
     ) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        self._budget.close()
         with self._lock:
             self._inside = False
             if self._fired and exc_type is not JobTimedOut:

@@ -17,8 +17,9 @@ import orjson
 
 from ncompass.analysis.providers.base import AnalysisProvider, MarkerRequest
 from ncompass.analysis.providers.service_api import ErrorKind, JobKind, JobState
+from ncompass.analysis.providers.time_budget import TimeBudgetSpent
 from ncompass.errors import NcompassError, TraceError
-from ncompass.service.deadline import JobDeadline, JobTimedOut
+from ncompass.service.deadline import JobDeadline
 from ncompass.service.limits import ServiceLimits
 from ncompass.service.storage import StoredItem, TraceStore, new_id
 
@@ -136,7 +137,7 @@ class JobBoard:
             with JobDeadline(self.limits.job_timeout_s):
                 result, media_type = self._work(job, upload)
             stored = self.store.commit_result(job.job_id, result)
-        except (Exception, JobTimedOut) as error:
+        except (Exception, TimeBudgetSpent) as error:
             status: JobState = "failed"
             kind, message = _classify(error, self.limits)
             if kind == "internal":
@@ -210,7 +211,7 @@ class JobBoard:
 
 
 def _classify(error: BaseException, limits: ServiceLimits) -> tuple[ErrorKind, str]:
-    if isinstance(error, JobTimedOut):
+    if isinstance(error, TimeBudgetSpent):  # the limit itself, or an HTTP call that met it
         return "input", (
             f"the job ran past this service's time limit ({limits.job_timeout_s:g} s) and was "
             "stopped: filter the trace first (`ncompass filter`), or restart the service with "

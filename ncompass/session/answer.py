@@ -18,6 +18,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from itertools import accumulate
 from typing import Any
 
 from ncompass.capture.cpu_wait import CONTENDED_WAIT_SHARE, waited_share
@@ -363,9 +364,10 @@ def answer_from_markers(
     names: dict[str, dict[str, Any]] = {}
     occurrences: dict[str, list[int]] = defaultdict(list)
     totals = [0.0] * len(windows)
+    repeats = _WindowIndex(windows)
     for position, marker in enumerate(trace.markers):
         own = gpu_self[position] if gpu else max(0.0, marker.duration - marker.nested_us)
-        slot = _window_of(windows, marker.start, _pid_of(trace, marker))
+        slot = repeats.slot(marker.start, _pid_of(trace, marker))
         if slot is None:
             continue
         totals[slot] += own
@@ -427,6 +429,7 @@ def _clip_outliers(
     """Each occurrence counted at most ``_OUTLIER`` times its statement's median: one call
     stretched by the machine (the process preempted, a page-fault storm) must not decide the
     ranking."""
+    index = _WindowIndex(windows)
     for key, positions in occurrences.items():
         own = [
             gpu_self[p]
@@ -438,7 +441,7 @@ def _clip_outliers(
         clipped = [0.0] * len(windows)
         for position, value in zip(positions, own, strict=True):
             marker = trace.markers[position]
-            slot = _window_of(windows, marker.start, _pid_of(trace, marker))
+            slot = index.slot(marker.start, _pid_of(trace, marker))
             if slot is not None:
                 clipped[slot] += min(value, cap)
         per_repeat[key] = clipped
@@ -501,11 +504,11 @@ def _repeats(trace: LinkedTrace) -> tuple[list[Window], bool]:
             return sum(end - start for start, end, _ in recurring[name])
 
         def held(name: str) -> float:
-            windows = recurring[name]
+            index = _WindowIndex(sorted(recurring[name], key=lambda w: (w[0], w[1])))
             return sum(
                 m.duration
                 for m in markers
-                if m.name != name and _window_of(windows, m.start, _pid_of(trace, m)) is not None
+                if m.name != name and index.slot(m.start, _pid_of(trace, m)) is not None
             )
 
         chosen = max(recurring, key=(lambda n: (held(n), span(n))) if several else span)
@@ -522,13 +525,45 @@ def _pid_of(trace: LinkedTrace, marker: Marker) -> Any:
     return trace.threads[marker.thread][0]
 
 
-def _window_of(windows: list[Window], time: float, pid: Any = None) -> int | None:
-    for position, (start, end, owner) in enumerate(windows):
-        if owner is not None and owner != pid:
-            continue
-        if start <= time < end or (position == len(windows) - 1 and time == end):
-            return position
-    return None
+class _WindowIndex:
+    """Which repeat a time falls in, in O(log repeats): a run of a loop's statement has as
+    many repeats as turns (200,000), and every marker is looked up.
+
+    The answer is the first repeat, in the order given (by start), that holds the time and
+    belongs to the marker's process (or to any), else the last repeat when the time is its end.
+    """
+
+    def __init__(self, windows: list[Window]) -> None:
+        self.windows = windows
+        by_owner: dict[Any, list[int]] = defaultdict(list)
+        for position, (_, _, owner) in enumerate(windows):
+            by_owner[owner].append(position)
+        # per owner: positions by start, their starts, and the latest end up to each one
+        self._owners: dict[Any, tuple[list[int], list[float], list[float]]] = {}
+        for owner, positions in by_owner.items():
+            positions.sort(key=lambda p: (windows[p][0], p))
+            starts = [windows[p][0] for p in positions]
+            reach = list(accumulate((windows[p][1] for p in positions), max))
+            self._owners[owner] = (positions, starts, reach)
+
+    def slot(self, time: float, pid: Any = None) -> int | None:
+        """The position of the repeat ``time`` falls in, for a marker of process ``pid``."""
+        found: int | None = None
+        for owner in (None,) if pid is None else (None, pid):
+            group = self._owners.get(owner)
+            if group is None:
+                continue
+            positions, starts, reach = group
+            last = bisect.bisect_right(starts, time)  # repeats starting at or before the time
+            # the first of them still open at the time: the latest end so far passes it there
+            first = bisect.bisect_right(reach, time, 0, last)
+            if first < last and (found is None or positions[first] < found):
+                found = positions[first]
+        if found is None and self.windows:
+            _, end, owner = self.windows[-1]
+            if time == end and (owner is None or owner == pid):
+                found = len(self.windows) - 1
+        return found
 
 
 def _work_under(

@@ -21,6 +21,7 @@ from pathlib import Path
 from ncompass.errors import NcompassError
 from ncompass.session import child_sampling
 from ncompass.session.sampler import DEFAULT_INTERVAL_S, StackSampler, stacks_path
+from ncompass.session.tether import end_with_parent
 
 USER_ERROR = 2
 
@@ -76,4 +77,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    end_with_parent()  # the session's run ends with the session
     sys.exit(main())

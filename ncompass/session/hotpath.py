@@ -8,6 +8,9 @@ marks, for each of the hottest statements: every function of your code on its pa
 statement of those functions (at the script's top level, only the statement on the path); and
 every function holding a large share of the time with its callees, with all its statements. The
 next run measures them all, so it can correct a sampling error between neighbours at any level.
+A statement that would run more than ``MAX_MARKED_RUNS`` times (inside a loop of that many
+turns, :mod:`ncompass.session.loop_turns`) is measured through its loop instead, and so are the
+functions it calls.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ncompass.rewrite.ranges import resolve_lines
 from ncompass.rewrite.statements import Block, Scope, Statement, StatementIndex
 from ncompass.session.answer import Answer, Ranking, decide
 from ncompass.session.callstacks import CodeLine, HotPath, LineTime, StackProfile
+from ncompass.session.loop_turns import MAX_MARKED_RUNS, outside_busy_loops, runs_inside
 from ncompass.session.planner import MarkerPlanner
 from ncompass.session.proposal import Proposal, TargetKey
 from ncompass.spec.models import MODULE_LEVEL
@@ -134,21 +138,38 @@ def plan_hot_paths(
         if frame.module:
             planner.known_files.setdefault(frame.module, frame.file)
     seen_functions: set[tuple[TargetKey, str]] = set()
+    # functions called from inside a loop of too many turns: each marker there would record
+    # every call (loop_turns.py), so the loop is marked instead
+    too_often: set[tuple[TargetKey, str]] = set()
+    busy_loops: list[Statement] = []  # the loops marked instead: what they call runs too often
     total = profile.total_us or 1.0
     for statement in chosen:
-        for frame in statement.path.frames:
+        runs = 1  # the estimated calls of the frame's function
+        frames = statement.path.frames
+        for depth, frame in enumerate(frames):
             located = statement_at(planner, frame)
             if located is None:
                 continue
             scope, on_path = located
             key = key_of(frame)
             index = planner.source_of(key)[1]
-            proposal.add(key, "ranges", planner.range_marker(index, scope, [on_path]))
+            marked = outside_busy_loops(on_path, runs)
+            proposal.add(key, "ranges", planner.range_marker(index, scope, [marked]))
             if scope.kind == "function" and (key, scope.qualname) not in seen_functions:
                 seen_functions.add((key, scope.qualname))
                 proposal.add(key, "functions", {"qualname": scope.qualname})
-                for sibling in _all_statements(scope):
+                for sibling in _all_statements(scope, runs):
                     proposal.add(key, "ranges", planner.range_marker(index, scope, [sibling]))
+            if marked is not on_path:
+                too_often.update((key_of(f), f.qualname) for f in frames[depth + 1 :])
+                busy_loops.append(marked)
+                proposal.reasons.append(
+                    f"{scope.qualname}:{on_path.start} runs about "
+                    f"{runs_inside(on_path, runs):,} times (the loop at line {marked.start}): "
+                    f"marked the loop, not what runs in it ({MAX_MARKED_RUNS:,} times at most)"
+                )
+                break
+            runs = runs_inside(on_path, runs)
         share = 100 * profile.basis_us(statement.time) / total
         depth = len(statement.path.frames)
         proposal.reasons.append(
@@ -164,8 +185,10 @@ def plan_hot_paths(
         if function.qualname == MODULE_LEVEL:
             continue
         key = key_of(function)
-        if (key, function.qualname) in seen_functions:
+        if (key, function.qualname) in seen_functions | too_often:
             continue
+        if any(_calls(loop, function.qualname) for loop in busy_loops):
+            continue  # called in a loop of too many turns (its frames may be folded away)
         try:
             index = planner.source_of(key)[1]
         except (NcompassError, OSError, SyntaxError):
@@ -261,6 +284,20 @@ def _outside_while(statement: Statement) -> Statement:
     return chosen
 
 
+def _calls(statement: Statement, qualname: str) -> bool:
+    """Whether ``statement`` calls a function named like the last part of ``qualname``."""
+    name = qualname.rsplit(".", 1)[-1]
+    for tree in statement.ast_nodes:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                called = node.func
+                if (isinstance(called, ast.Name) and called.id == name) or (
+                    isinstance(called, ast.Attribute) and called.attr == name
+                ):
+                    return True
+    return False
+
+
 def _scope_by_line(index: StatementIndex, line: int) -> Scope | None:
     best: Scope | None = None
     for scope in index.functions():
@@ -269,8 +306,10 @@ def _scope_by_line(index: StatementIndex, line: int) -> Scope | None:
     return best if best is not None else index.scopes.get(MODULE_LEVEL)
 
 
-def _all_statements(scope: Scope) -> Iterator[Statement]:
-    """Every statement of a function, in nested blocks too, but not inside nested functions."""
+def _all_statements(scope: Scope, runs: int = 1) -> Iterator[Statement]:
+    """Every statement of a function, in nested blocks too, but not inside nested functions,
+    nor inside a loop where it would run more than ``MAX_MARKED_RUNS`` times (the function
+    itself running ``runs`` times)."""
     assert scope.body is not None
 
     def walk(block: Block) -> Iterator[Statement]:
@@ -281,6 +320,8 @@ def _all_statements(scope: Scope) -> Iterator[Statement]:
                 statement.first_ast, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
             ):
                 continue
+            if runs_inside(statement, runs) > MAX_MARKED_RUNS:
+                continue  # its loop is marked; what is inside it runs too often
             yield statement
             if isinstance(statement.first_ast, ast.While):
                 continue  # its statements would record every turn of the loop

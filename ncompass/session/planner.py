@@ -27,6 +27,7 @@ from ncompass.rewrite.source import SourceModule, read_source
 from ncompass.rewrite.statements import Scope, Statement, StatementIndex
 from ncompass.session.callees import resolve_callee
 from ncompass.session.history import IterationRecord
+from ncompass.session.loop_turns import MAX_MARKED_RUNS, runs_inside
 from ncompass.session.proposal import (
     EntryPoint,
     Proposal,
@@ -268,6 +269,14 @@ class MarkerPlanner:
             return
         for statement in statements:
             if _defines_scope(statement):
+                continue
+            runs = runs_inside(statement)
+            if runs > MAX_MARKED_RUNS:  # a range per turn: the loop's own marker times it
+                proposal.dropped.append(
+                    f"{key.label}:{statement.start}: runs about {runs:,} times (a loop's "
+                    f"turns), more than the {MAX_MARKED_RUNS:,} a marker may record; measured "
+                    "through its loop"
+                )
                 continue
             proposal.add(key, "ranges", self.range_marker(index, scope, [statement]))
 

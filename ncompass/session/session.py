@@ -254,6 +254,8 @@ class ProfilingSession:
         import subprocess
         import sys
 
+        from ncompass.session.tether import tethered_environment
+
         folder = str(Path(script).resolve().parent)
         if folder not in sys.path:  # as the script sees it: its modules are found for planning
             sys.path.insert(0, folder)
@@ -273,7 +275,10 @@ class ProfilingSession:
             options=["--force-overwrite"],  # the empty file this session claimed for it
             recording_windows=windows,
         )
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        # The run ends with this process (ncompass.session.tether): if the session is killed,
+        # nothing goes on writing into its folder.
+        environment = tethered_environment()
+        done = subprocess.run(command, capture_output=True, text=True, check=False, env=environment)
         if windows is not None:  # the run wrote its window's trace beside the claimed name
             release_claim(trace_path)
             trace_path = trace_path.with_name(f"{trace_path.stem}-w1.json")

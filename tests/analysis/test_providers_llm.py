@@ -213,6 +213,26 @@ def test_an_endpoint_that_hangs_times_out(torch_trace: Path) -> None:
     assert summary == summarize_trace(torch_trace)
 
 
+def test_a_time_budget_shortens_the_wait_and_ends_it_without_a_fallback(
+    torch_trace: Path,
+) -> None:
+    """Inside a time budget (a service job's limit), the model's wait ends with the budget:
+    no fallback answer, no warning, however long the model's own timeout."""
+    from ncompass.analysis.providers.time_budget import TimeBudgetSpent, time_budget
+
+    with silent_listener() as url:
+        provider = LLMProvider(LLMSettings(f"{url}/v1", "test-model", timeout_s=60.0))
+        started = time.monotonic()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ProviderFallbackWarning)
+            with pytest.raises(TimeBudgetSpent), time_budget(1.0):
+                provider.summarize(torch_trace)
+        waited = time.monotonic() - started
+    assert 0.9 < waited < 30.0  # the budget's second (and a busy machine), not the 60 s
+    with pytest.raises(TimeBudgetSpent), time_budget(0.0):  # nothing left: no request at all
+        provider.propose_markers(marker_request())
+
+
 def test_filtering_is_left_to_the_wrapped_provider(
     fake_chat: Any, torch_trace: Path, tmp_path: Path
 ) -> None:

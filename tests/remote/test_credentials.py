@@ -39,7 +39,9 @@ def header_logging_server(
 
     class _Handler(BaseHTTPRequestHandler):
         def _answer(self) -> None:
-            seen.append({key.lower(): value for key, value in self.headers.items()})
+            seen.append(
+                {key.lower(): value for key, value in self.headers.items()} | {":path": self.path}
+            )
             length = int(self.headers.get("Content-Length") or 0)
             if length:
                 self.rfile.read(length)
@@ -49,7 +51,14 @@ def header_logging_server(
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            body: Any = [] if self.path.startswith("/api/jobs") else {"ray_version": "2.0"}
+            body: Any = {"ray_version": "2.0"}
+            if self.path.startswith("/api/jobs/raysubmit_done/logs"):
+                body = {"logs": "hello from the job\n"}
+            elif self.path.startswith("/api/jobs/raysubmit_done"):
+                job = {"type": "SUBMISSION", "submission_id": "raysubmit_done"}
+                body = {**job, "status": "SUCCEEDED", "entrypoint": "python job.py"}
+            elif self.path.startswith("/api/jobs"):
+                body = []
             payload = json.dumps(body).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -196,6 +205,51 @@ def test_a_redirect_to_another_address_carries_no_saved_credential(tmp_path: Pat
         assert Dashboard(cluster).ray_version() == "2.0"  # answered by the other address
     assert saved_seen[0]["authorization"] == f"Bearer {TOKEN}"
     assert len(other_seen) == 1 and _leaked(other_seen) == []
+
+
+@pytest.mark.parametrize("command", [["jobs", "list"], ["jobs", "logs", "raysubmit_x"]])
+def test_a_redirect_to_another_port_carries_no_saved_header_through_ray(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Ray's own client follows redirects (``requests``): it used to drop the token there but
+    forward every other saved header."""
+    with (
+        header_logging_server("127.0.0.1") as (other, other_seen),
+        header_logging_server("127.0.0.1", redirect_to=other) as (saved, saved_seen),
+    ):
+        settings = tmp_path / "remote.yaml"
+        save_config(
+            RemoteConfig(address=saved, token=TOKEN, headers={"X-Team-Secret": "perf"}), settings
+        )
+        _ncompass(settings, *command)
+    assert saved_seen, "the command never reached the saved address"
+    for headers in saved_seen:
+        assert headers["authorization"] == f"Bearer {TOKEN}"
+        assert headers["x-team-secret"] == "perf"
+    assert len(other_seen) >= 2, "Ray's client was never redirected"
+    assert _leaked(other_seen) == []
+
+
+def test_following_a_job_behind_a_redirect_sends_no_saved_header_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """Ray opens the log websocket with aiohttp, which would forward the saved headers along
+    a redirect: behind one, the output is polled (through the guarded client) instead."""
+    pytest.importorskip("ray.job_submission", reason="needs ray[default]")
+    from ncompass.remote.jobs import JobsClient
+
+    with (
+        header_logging_server("127.0.0.1") as (other, other_seen),
+        header_logging_server("127.0.0.1", redirect_to=other) as (saved, saved_seen),
+    ):
+        config = RemoteConfig(address=saved, token=TOKEN, headers={"X-Team-Secret": "perf"})
+        cluster = resolve_cluster(None, ConfigFile(tmp_path / "r.yaml", config))
+        shown: list[str] = []
+        JobsClient(cluster, "ncompass jobs logs").follow("raysubmit_done", shown.append)
+    assert "".join(shown) == "hello from the job\n"
+    assert saved_seen and saved_seen[0]["authorization"] == f"Bearer {TOKEN}"
+    assert any(seen[":path"].endswith("/logs") for seen in other_seen), other_seen
+    assert _leaked(other_seen) == []
 
 
 def test_the_environment_token_goes_to_the_address_of_the_command(

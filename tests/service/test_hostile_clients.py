@@ -4,11 +4,13 @@ storage folder that holds someone else's files. Every server here is real, on 12
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import resource
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +21,7 @@ import pytest
 
 from ncompass.service.limits import MIB, ServiceLimits
 from tests.service.conftest import SERVER_EXTRA
-from tests.service.endpoints import call
+from tests.service.endpoints import Request, call, http_server
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = b'{"traceEvents": [{"ph": "X", "name": "k", "pid": 0, "tid": 1, "ts": 1, "dur": 2}]}'
@@ -31,9 +33,14 @@ def _server_extra() -> None:
 
 
 @contextmanager
-def serve(storage: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """``ncompass serve --port 0 --storage-dir STORAGE OPTIONS`` running; yields its URL."""
-    env = {**os.environ, "NCOMPASS_ANALYSIS_TOKEN": "", "PYTHONUNBUFFERED": "1"}
+def serve(
+    storage: Path, *options: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``ncompass serve --port 0 --storage-dir STORAGE OPTIONS`` running; yields its URL.
+
+    ``env`` adds to (or overrides) the environment the service is started with.
+    """
+    env = {**os.environ, "NCOMPASS_ANALYSIS_TOKEN": "", "PYTHONUNBUFFERED": "1", **(env or {})}
     env["PYTHONPATH"] = str(REPO)
     command = [sys.executable, "-m", "ncompass", "serve", "--port", "0", "--log-level", "warning"]
     process = subprocess.Popen(
@@ -230,6 +237,46 @@ def test_serve_takes_a_job_time_limit_and_an_inflated_size_limit(tmp_path: Path)
         # 380 MiB of events: seconds of work on any machine, far past half a second.
         job = summarize(url, upload(url, bomb(380), "slow.json.gz"))
     assert job["status"] == "failed" and "time limit (0.5 s)" in job["error"]
+
+
+@contextmanager
+def slow_llm(answer_after_s: float) -> Iterator[tuple[str, dict[str, int]]]:
+    """A chat completions endpoint on 127.0.0.1 that answers only after ``answer_after_s``.
+
+    Yields its ``/v1`` base URL and counts of the requests it was sent and answered, so a
+    test can tell whether the job waited for it. The wait ends early when the block ends.
+    """
+    done = threading.Event()
+    counts = {"asked": 0, "answered": 0}
+
+    def handle(request: Request) -> tuple[int, dict[str, str], bytes]:
+        counts["asked"] += 1
+        done.wait(answer_after_s)
+        counts["answered"] += 1
+        body = {"choices": [{"message": {"content": '{"narrative": "The trace is short."}'}}]}
+        return 200, {"Content-Type": "application/json"}, json.dumps(body).encode()
+
+    with http_server(handle) as url:
+        try:
+            yield f"{url}/v1", counts
+        finally:
+            done.set()
+
+
+def test_the_job_time_limit_covers_the_llm_narrative(tmp_path: Path) -> None:
+    with slow_llm(answer_after_s=42.0) as (llm_url, counts):
+        llm = {"NCOMPASS_LLM_URL": llm_url, "NCOMPASS_LLM_MODEL": "slow"}
+        with serve(tmp_path / "s", "--job-timeout-s", "2", env=llm) as (url, _):
+            started = time.monotonic()
+            job = summarize(url, upload(url, TRACE))
+            took = time.monotonic() - started
+            health = call("GET", f"{url}/v1/health").json()
+        # Stopped at its limit while the model was still writing, not when it answered.
+        assert counts == {"asked": 1, "answered": 0}
+    assert job["status"] == "failed", job
+    assert job["error"].startswith("the job ran past this service's time limit (2 s)")
+    assert health["jobs"]["running"] == 0
+    assert took < 30.0  # 2 s and some slack for a busy machine; the model answers after 42 s
 
 
 # The storage folder

@@ -21,6 +21,7 @@ import orjson
 
 from ncompass._files import atomic_output
 from ncompass._net import is_loopback
+from ncompass.analysis.providers.time_budget import TimeBudgetSpent, budget_spent, within_budget
 
 _MAX_ERROR_BODY = 64 * 1024
 _MAX_JSON_BODY = 256 * 1024 * 1024
@@ -72,10 +73,13 @@ def open_url(
     Raises:
         HttpFailure: The service cannot be reached, or does not answer within ``timeout_s``
             (which bounds the connection and every read).
+        TimeBudgetSpent: The thread's time budget (see :mod:`.time_budget`) ran out first:
+            ``timeout_s`` is shortened to what is left of it.
     """
     request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    bounded_s = within_budget(timeout_s)
     try:
-        response = _opener_for(url).open(request, timeout=timeout_s)
+        response = _opener_for(url).open(request, timeout=bounded_s)
     except urllib.error.HTTPError as error:
         # An answer with an error status is still an answer: the caller reads its message.
         response = error
@@ -92,6 +96,7 @@ def read_some(response: http.client.HTTPResponse, url: str, timeout_s: float, si
 
     Raises:
         HttpFailure: The connection broke or went quiet for ``timeout_s``.
+        TimeBudgetSpent: It went quiet until the thread's time budget ran out.
     """
     try:
         return response.read(size)
@@ -193,7 +198,15 @@ def _opener_for(url: str) -> urllib.request.OpenerDirector:
 
 
 def _failure(url: str, error: BaseException, timeout_s: float) -> HttpFailure:
+    """What went wrong, in words.
+
+    Raises:
+        TimeBudgetSpent: The wait ended because the thread's time budget was spent: that is
+            the caller's limit, not the service's failure, and no fallback should follow it.
+    """
     reason = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(reason, (socket.timeout, TimeoutError)) and budget_spent():
+        raise TimeBudgetSpent from error
     if isinstance(reason, (socket.timeout, TimeoutError)):
         text = f"no answer within {timeout_s:g} s"
     elif isinstance(reason, ConnectionRefusedError):
