@@ -93,9 +93,6 @@ def profiled(
         run = ProfiledRun(WholeRunRange(config.context, enabled=config.full_trace_mode))
         try:
             if yield_to_code_profiler:
-                from ncompass.capture.backends.torch import TorchProfiler
-
-                assert isinstance(profiler, TorchProfiler)
 
                 def step_aside() -> None:
                     run.yielded = True

@@ -19,8 +19,8 @@ import orjson
 
 from ncompass import environment_variables
 from ncompass.capture.backends import make_profiler
+from ncompass.capture.backends.kinds import kind_of
 from ncompass.capture.backends.nvtx import INJECTION_ENV as NVTX_INJECTION_ENV
-from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.child_run import (
     USER_ERROR_EXIT_CODE,
     needs_child_process,
@@ -91,13 +91,13 @@ def run(options: RunOptions) -> RunResult:
         files = [*options.specs, options.script]
         inputs = [item for item in files if isinstance(item, str | Path)]
         refuse_overwriting_inputs(trace_path, inputs)
-    probe = make_profiler(options.profiler, Path(os.devnull))
-    default_context = probe.marker_context
+    kind = kind_of(options.profiler)
+    default_context = kind.marker_context
     if default_context == "torch" and os.environ.get(NVTX_INJECTION_ENV):
         # run under an NVTX tool (`nsys profile ncompass run ...`): show markers there too
         default_context = "torch+nvtx"
     config = load_specs(options.specs, default_context)
-    if probe.marker_context == "nvtx":  # torch markers would record nothing: NVTX too
+    if kind.marker_context == "nvtx":  # torch markers would record nothing: NVTX too
         record_torch_markers_with_nvtx(config)
     if options.full_trace:
         config = config.model_copy(update={"full_trace_mode": True})
@@ -121,7 +121,7 @@ def run(options: RunOptions) -> RunResult:
 
     forget_captured_markers()
     try:  # the trace is claimed inside the clean-up: a run that fails leaves nothing behind
-        if options.profiler == "torch" and windows is None:  # windows claim their own
+        if kind.writes_trace and windows is None:  # windows claim their own
             exact, replace = bool(options.trace_name), options.force_overwrite
             trace_path = claim_trace_path(folder, name, exact=exact, replace=replace)
         profiler = make_profiler(
@@ -146,7 +146,7 @@ def run(options: RunOptions) -> RunResult:
                     windows=windows,
                     # the program's own torch profiler takes Kineto's one session: ours steps
                     # aside
-                    yield_to_code_profiler=isinstance(profiler, TorchProfiler) and windows is None,
+                    yield_to_code_profiler=windows is None,
                 ) as profiled_run,
             ):
                 outcome = _run_entry(options)
@@ -293,10 +293,10 @@ def report_to_parent(options: RunOptions, report_file: Path) -> int:
 
 
 def _compiled_kernels(
-    profiler: object, markers: list[MarkerRecord]
+    profiler: ProfilerBackend, markers: list[MarkerRecord]
 ) -> CompiledKernelsRecord | None:
     """The sidecar's record of the Inductor kernels compiled during the run and their markers."""
-    if not isinstance(profiler, TorchProfiler):
+    if not profiler.kind.records_ops:
         return None
     from ncompass.capture.kernel_markers import kernel_records
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ncompass.capture.backends.base import PROFILERS
+from ncompass.capture.backends.kinds import DEFAULT_PROFILER
 from ncompass.capture.child_run import CHILD_REPORT_OPTION
 from ncompass.cli._recording_windows import recording_window_options, recording_windows
 from ncompass.gpu import DeviceSpec
@@ -140,7 +141,7 @@ def run_command(
     if nsys_args and not nsys:
         raise click.UsageError("--nsys-args needs --nsys")
     windows = recording_windows(
-        profiler or "torch", window, repeat, every, delay, duration, on_demand, nsys
+        profiler or DEFAULT_PROFILER, window, repeat, every, delay, duration, on_demand, nsys
     )
     args = list(arguments)
     script: str | None = None
@@ -153,7 +154,7 @@ def run_command(
         script=script,
         module=module,
         args=args,
-        profiler=profiler or "torch",
+        profiler=profiler or DEFAULT_PROFILER,
         output_dir=output_dir,
         trace_name=trace_name,
         force_overwrite=force_overwrite,
