@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ncompass import environment_variables
 from ncompass.capture.environment import scoped_environment
-from ncompass.capture.termination import stops_go_to_the_main_thread
+from ncompass.capture.termination import stops_deferred, stops_go_to_the_main_thread
 from ncompass.errors import CaptureError
 from ncompass.importer.hook import WholeRunRange
 from ncompass.importer.registry import REGISTRY, MarkerRecord
@@ -83,7 +83,11 @@ def profiled(
     if runner:
         environment[environment_variables.NCOMPASS_RUNNER] = "1"
     with scoped_environment(environment):
-        with stops_go_to_the_main_thread():  # the threads these start never take SIGTERM
+        # a stop while the profiler starts waits until it has started, then stops it unwritten
+        with (
+            stops_deferred(abandon=lambda: _abandon(profiler, windows)),
+            stops_go_to_the_main_thread(),  # the threads these start never take SIGTERM
+        ):
             if windows is None or windows.marks_only:
                 profiler.start()
             if windows is not None:
@@ -115,6 +119,16 @@ def profiled(
                             run.written = profiler.stop()
             finally:
                 run.markers = REGISTRY.manifest()
+
+
+def _abandon(profiler: ProfilerBackend, windows: RecordingWindows | None) -> None:
+    """Stop what :func:`profiled` started, writing nothing: the run stopped before its program."""
+    try:
+        if windows is not None:
+            windows.end()
+    finally:
+        if windows is None or windows.marks_only:
+            profiler.stop_and_discard()
 
 
 __all__ = ["ProfiledRun", "profiled"]

@@ -9,6 +9,7 @@ uses to map hot markers back to source.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ncompass import environment_variables
+from ncompass.capture import termination
 from ncompass.capture.backends import make_profiler
 from ncompass.capture.backends.kinds import kind_of
 from ncompass.capture.backends.nvtx import INJECTION_ENV as NVTX_INJECTION_ENV
@@ -170,6 +172,9 @@ def run(options: RunOptions) -> RunResult:
     finally:
         disable_rewrites()
     written, markers = profiled_run.written, profiled_run.markers
+    # the run's exit code, not the program's: 143/130 once a stop came, even one the program
+    # caught and returned from, or one held while the trace was written
+    outcome = dataclasses.replace(outcome, exit_code=termination.exit_code(outcome.exit_code))
     if profiled_run.yielded and trace_path is not None:
         release_claim(trace_path)  # claimed for a trace that was never written
     processes = None

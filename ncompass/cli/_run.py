@@ -132,6 +132,7 @@ def run_command(
     from ncompass.capture.run_options import RunOptions
 
     termination.stop_on_signals()  # SIGTERM stops the script as Ctrl-C does: the trace is written
+    termination.end_hold()  # a stop held while the command loaded stops it now
 
     if nsys and profiler not in (None, "nvtx"):
         raise click.UsageError(
