@@ -164,8 +164,10 @@ def run(options: RunOptions) -> RunResult:
         ]
     except BaseException as error:
         written = profiled_run.written if profiled_run is not None else None
-        if isinstance(error, NcompassError) and written is not None:
-            written.unlink(missing_ok=True)  # a spec error, a `-m` typo: the run failed
+        # a spec error, a `-m` typo: the run failed; a stop before the program: nothing ran
+        before_program = isinstance(error, KeyboardInterrupt) and not termination.program_started()
+        if written is not None and (isinstance(error, NcompassError) or before_program):
+            written.unlink(missing_ok=True)
         elif trace_path is not None and written is None:
             release_claim(trace_path)
         raise
