@@ -86,23 +86,9 @@ def run(options: RunOptions) -> RunResult:
     if options.script is not None:
         check_script(options.script)
     folder = trace_dir(options.output_dir)
-    entry = options.script or options.module or "run"
-    name = options.trace_name or timestamped_name(Path(entry).stem if options.script else entry)
-    trace_path = folder / f"{safe_name(name)}.json" if options.trace_name else None
-    if trace_path is not None:
-        files = [*options.specs, options.script]
-        inputs = [item for item in files if isinstance(item, str | Path)]
-        refuse_overwriting_inputs(trace_path, inputs)
+    name, trace_path = _trace_name(options, folder)
     kind = kind_of(options.profiler)
-    default_context = kind.marker_context
-    if default_context == "torch" and os.environ.get(NVTX_INJECTION_ENV):
-        # run under an NVTX tool (`nsys profile ncompass run ...`): show markers there too
-        default_context = "torch+nvtx"
-    config = load_specs(options.specs, default_context)
-    if kind.marker_context == "nvtx":  # torch markers would record nothing: NVTX too
-        record_torch_markers_with_nvtx(config)
-    if options.full_trace:
-        config = config.model_copy(update={"full_trace_mode": True})
+    config = _run_config(options)
     windows = _recording_windows(options, config, folder, name)  # checked before anything runs
     started = time.time()
     clock = time.perf_counter()
@@ -126,13 +112,7 @@ def run(options: RunOptions) -> RunResult:
         if kind.writes_trace and windows is None:  # windows claim their own
             exact, replace = bool(options.trace_name), options.force_overwrite
             trace_path = claim_trace_path(folder, name, exact=exact, replace=replace)
-        profiler = make_profiler(
-            options.profiler,
-            trace_path or Path(os.devnull),
-            record_shapes=options.record_shapes,
-            profile_memory=options.profile_memory,
-            with_stack=options.with_stack,
-        )
+        profiler = _make_profiler(options, trace_path or Path(os.devnull))
         enable_rewrites(config)
         if options.follow:
             followed = FollowedRun.begin(config, options, trace_path, windows, folder / name)
@@ -163,13 +143,7 @@ def run(options: RunOptions) -> RunResult:
             t for t in REGISTRY.unplaced(config) if not unmet_requirement(t.requires)
         ]
     except BaseException as error:
-        written = profiled_run.written if profiled_run is not None else None
-        # a spec error, a `-m` typo: the run failed; a stop before the program: nothing ran
-        before_program = isinstance(error, KeyboardInterrupt) and not termination.program_started()
-        if written is not None and (isinstance(error, NcompassError) or before_program):
-            written.unlink(missing_ok=True)
-        elif trace_path is not None and written is None:
-            release_claim(trace_path)
+        _clean_up_failed_run(error, profiled_run.written if profiled_run else None, trace_path)
         raise
     finally:
         disable_rewrites()
@@ -215,6 +189,52 @@ def run(options: RunOptions) -> RunResult:
         result.window_traces = [span.trace for span in windows.spans]
         result.window_warning = windows.warning
     return result
+
+
+def _trace_name(options: RunOptions, folder: Path) -> tuple[str, Path | None]:
+    """The run's trace name and, given ``--trace-name``, its exact path (never an input's).
+
+    Raises:
+        OutputIsInputError: the trace would overwrite a spec or the script.
+    """
+    entry = options.script or options.module or "run"
+    name = options.trace_name or timestamped_name(Path(entry).stem if options.script else entry)
+    if not options.trace_name:
+        return name, None
+    trace_path = folder / f"{safe_name(name)}.json"
+    files = [*options.specs, options.script]
+    refuse_overwriting_inputs(trace_path, [item for item in files if isinstance(item, str | Path)])
+    return name, trace_path
+
+
+def _run_config(options: RunOptions) -> RewriteConfig:
+    """The merged spec of the run; specs without a context get the profiler's.
+
+    Raises:
+        SpecError: a spec is invalid.
+    """
+    context = kind_of(options.profiler).marker_context
+    if context == "torch" and os.environ.get(NVTX_INJECTION_ENV):
+        # run under an NVTX tool (`nsys profile ncompass run ...`): show markers there too
+        context = "torch+nvtx"
+    config = load_specs(options.specs, context)
+    if context == "nvtx":  # torch markers would record nothing: NVTX too
+        record_torch_markers_with_nvtx(config)
+    if options.full_trace:
+        config = config.model_copy(update={"full_trace_mode": True})
+    return config
+
+
+def _clean_up_failed_run(
+    error: BaseException, written: Path | None, trace_path: Path | None
+) -> None:
+    """What a run that did not end as asked leaves: its trace only if its program ran."""
+    # a spec error, a `-m` typo: the run failed; a stop before the program: nothing ran
+    before_program = isinstance(error, KeyboardInterrupt) and not termination.program_started()
+    if written is not None and (isinstance(error, NcompassError) or before_program):
+        written.unlink(missing_ok=True)
+    elif trace_path is not None and written is None:
+        release_claim(trace_path)
 
 
 def _make_profiler(options: RunOptions, trace_path: Path) -> ProfilerBackend:
