@@ -221,7 +221,9 @@ def test_a_group_wide_sigterm_that_ends_dataloader_workers_keeps_the_trace(
     os.killpg(process.pid, signal.SIGTERM)  # what a terminal or a job scheduler sends
     code, _, stderr = _ended(process, tmp_path)
 
-    assert "DataLoader worker" not in stderr, stderr
+    # (a worker's death may still show as "Exception ignored in ... __del__" while the program
+    # unwinds, as it does without ncompass; it must not abort the trace's writing)
+    assert "ncompass: trace written to" in stderr, stderr
     assert code == 143, stderr
     (trace,) = _traces(out)
     _assert_trace(trace)
@@ -243,7 +245,7 @@ def test_timeout_with_dataloader_workers_keeps_the_trace(tmp_path: Path, follow:
     code, stdout, stderr = _ended(process, tmp_path)
 
     assert "TRAINING" in stdout, f"the run never trained before the timeout:\n{stderr}"
-    assert "DataLoader worker" not in stderr, stderr
+    assert "ncompass: trace written to" in stderr, stderr
     assert code == 124, stderr  # timeout's own code for "timed out"
     (trace,) = _traces(out)
     _assert_trace(trace)
