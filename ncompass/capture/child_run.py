@@ -30,6 +30,7 @@ import orjson
 
 from ncompass import errors
 from ncompass._files import write_atomic
+from ncompass.capture.backends.kinds import kind_of
 from ncompass.capture.run_options import RunOptions, RunResult, load_specs, run_command
 from ncompass.capture.sidecar import update_sidecar
 from ncompass.capture.termination import Terminated, program_running
@@ -95,7 +96,7 @@ class ChildCapture(Protocol):
 
 def needs_child_process(options: RunOptions) -> bool:
     """Whether ``options`` ask for a tool that only attaches to a fresh process."""
-    return not options.reexecuted and (options.nsys or options.profiler == CHILD_PROFILER)
+    return not options.reexecuted and kind_of(options.profiler, nsys=options.nsys).fresh_process
 
 
 def run_in_child(options: RunOptions) -> RunResult:
@@ -114,7 +115,7 @@ def run_in_child(options: RunOptions) -> RunResult:
         raise ScriptNotFoundError(
             f"{options.script}: no such script; check the path (or use -m MODULE)"
         )
-    config = load_specs(options.specs, "nvtx")
+    config = load_specs(options.specs, kind_of(options.profiler, nsys=options.nsys).marker_context)
     folder = trace_dir(options.output_dir)
     trace_path = _claim(options, folder)
     try:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from ncompass import environment_variables
 from ncompass.capture.environment import scoped_environment
-from ncompass.capture.termination import stops_go_to_the_main_thread
+from ncompass.capture.termination import stops_deferred, stops_go_to_the_main_thread
 from ncompass.errors import ProfilerTakenOverError
 from ncompass.importer.hook import WholeRunRange
 from ncompass.importer.registry import REGISTRY, MarkerRecord
@@ -87,7 +87,11 @@ def profiled(
     if runner:
         environment[environment_variables.NCOMPASS_RUNNER] = "1"
     with scoped_environment(environment):
-        with stops_go_to_the_main_thread():  # the threads these start never take SIGTERM
+        # a stop while the profiler starts waits until it has started, then stops it unwritten
+        with (
+            stops_deferred(abandon=lambda: _abandon(profiler, windows)),
+            stops_go_to_the_main_thread(),  # the threads these start never take SIGTERM
+        ):
             if windows is None or windows.marks_only:
                 profiler.start()
             if windows is not None:
@@ -108,9 +112,6 @@ def profiled(
         )
         try:
             if yield_to_code_profiler:
-                from ncompass.capture.backends.torch import TorchProfiler
-
-                assert isinstance(profiler, TorchProfiler)
 
                 def step_aside() -> None:
                     run.yielded = True
@@ -185,6 +186,16 @@ def _say(line: str) -> None:
     with contextlib.suppress(Exception):  # a closed stderr: nothing to say it with
         sys.stderr.flush()
         os.write(2, f"ncompass: {line}\n".encode())
+
+
+def _abandon(profiler: ProfilerBackend, windows: RecordingWindows | None) -> None:
+    """Stop what :func:`profiled` started, writing nothing: the run stopped before its program."""
+    try:
+        if windows is not None:
+            windows.end()
+    finally:
+        if windows is None or windows.marks_only:
+            profiler.stop_and_discard()
 
 
 __all__ = ["ProfiledRun", "profiled", "trace_written_on_hard_exit"]

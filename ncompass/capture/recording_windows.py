@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ncompass.capture.backends.backend import ProfilerBackend
+from ncompass.capture.backends.kinds import WINDOW_PROFILERS, kind_of
 from ncompass.capture.spans import Trigger, WindowRecord
 from ncompass.capture.termination import stops_go_to_the_main_thread
 from ncompass.capture.trace_files import claim_trace_path
@@ -27,7 +29,6 @@ from ncompass.errors import CaptureError
 from ncompass.run_files import TRACE_SUFFIX, window_stem
 
 if TYPE_CHECKING:
-    from ncompass.capture.backends.base import ProfilerBackend
     from ncompass.spec.models import RewriteConfig
 
 
@@ -131,13 +132,11 @@ class RecordingWindows:
                 trace = claim_trace_path(self._folder, window_stem(self._name, number))
             backend = self._make_backend(trace, number)
             self._prepared = (backend, trace)
-            prepare = getattr(backend, "prepare", None)
-            if prepare is not None:
-                try:
-                    prepare()
-                except BaseException:
-                    self._discard_prepared()
-                    raise
+            try:
+                backend.prepare()
+            except BaseException:
+                self._discard_prepared()
+                raise
 
     def open(self, record: WindowRecord) -> bool:
         """Begin recording a span; False when one is open (or the run is ending)."""
@@ -264,7 +263,8 @@ def windows_for_run(
         CaptureError: the profiler records nothing (``none``) or cannot record windows, or the
             ``--window`` marker is not in the spec.
     """
-    if profiler not in WINDOW_PROFILERS:
+    kind = kind_of(profiler)
+    if not kind.records_windows:
         raise CaptureError(
             f"recording windows need a profiler that records: --profiler {profiler} cannot "
             f"(use {' or '.join(WINDOW_PROFILERS)})"
@@ -285,7 +285,7 @@ def windows_for_run(
         return folder
 
     trigger = options.trigger(control)
-    if profiler == "torch":
+    if kind.window_is_profiler:
         return RecordingWindows(trigger, make_backend, folder, name, on_written)
     return RecordingWindows(
         trigger,
@@ -294,11 +294,8 @@ def windows_for_run(
         name,
         on_written,
         marks_only=True,
-        claims_traces=profiler == "nvtx-trace",
+        claims_traces=kind.cuts_window_traces,  # the parent writes them from the recording
     )
-
-
-WINDOW_PROFILERS = ("torch", "nvtx", "nvtx-trace")
 
 
 def window_range_name(number: int) -> str:
@@ -306,7 +303,7 @@ def window_range_name(number: int) -> str:
     return f"ncompass.recording-window#{number}"
 
 
-class NvtxWindowRange:
+class NvtxWindowRange(ProfilerBackend):
     """A span under ``--profiler nvtx`` or ``nvtx-trace``: an NVTX range around the window,
     and ``cudaProfilerStart``/``Stop`` where CUDA is initialised, so that
     ``nsys profile --capture-range=cudaProfilerApi`` records the same window. Under

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ncompass.capture.backends.kinds import DEFAULT_PROFILER
 from ncompass.spec.merge import merge_specs
 from ncompass.spec.models import RewriteConfig, TargetSpec
 
@@ -58,7 +59,7 @@ class RunOptions:
     script: str | None = None
     module: str | None = None
     args: list[str] = field(default_factory=list)
-    profiler: str = "torch"
+    profiler: str = DEFAULT_PROFILER
     output_dir: str | Path | None = None
     trace_name: str | None = None
     force_overwrite: bool = False

@@ -9,6 +9,7 @@ uses to map hot markers back to source.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -16,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ncompass import environment_variables
+from ncompass.capture import termination
 from ncompass.capture.backends import make_profiler
+from ncompass.capture.backends.kinds import kind_of
 from ncompass.capture.backends.nvtx import INJECTION_ENV as NVTX_INJECTION_ENV
-from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.child_run import (
     USER_ERROR_EXIT_CODE,
     needs_child_process,
@@ -83,23 +85,9 @@ def run(options: RunOptions) -> RunResult:
     if options.script is not None:
         check_script(options.script)
     folder = prepare_trace_folder(trace_dir(options.output_dir))  # absolute, checked up front
-    entry = options.script or options.module or "run"
-    name = options.trace_name or timestamped_name(Path(entry).stem if options.script else entry)
-    trace_path = folder / f"{check_trace_name(name)}.json" if options.trace_name else None
-    if trace_path is not None:
-        files = [*options.specs, options.script]
-        inputs = [item for item in files if isinstance(item, str | Path)]
-        refuse_overwriting_inputs(trace_path, inputs)
-    probe = make_profiler(options.profiler, Path(os.devnull))
-    default_context = probe.marker_context
-    if default_context == "torch" and os.environ.get(NVTX_INJECTION_ENV):
-        # run under an NVTX tool (`nsys profile ncompass run ...`): show markers there too
-        default_context = "torch+nvtx"
-    config = load_specs(options.specs, default_context)
-    if probe.marker_context == "nvtx":  # torch markers would record nothing: NVTX too
-        record_torch_markers_with_nvtx(config)
-    if options.full_trace:
-        config = config.model_copy(update={"full_trace_mode": True})
+    name, trace_path = _trace_name(options, folder)
+    kind = kind_of(options.profiler)
+    config = _run_config(options)
     windows = _recording_windows(options, config, folder, name)  # checked before anything runs
     started = time.time()
     clock = time.perf_counter()
@@ -121,16 +109,10 @@ def run(options: RunOptions) -> RunResult:
     forget_captured_markers()
     script_ended = False
     try:  # the trace is claimed inside the clean-up: a run that fails leaves nothing behind
-        if options.profiler == "torch" and windows is None:  # windows claim their own
+        if kind.writes_trace and windows is None:  # windows claim their own
             exact, replace = bool(options.trace_name), options.force_overwrite
             trace_path = claim_trace_path(folder, name, exact=exact, replace=replace, reserve=True)
-        profiler = make_profiler(
-            options.profiler,
-            trace_path or Path(os.devnull),
-            record_shapes=options.record_shapes,
-            profile_memory=options.profile_memory,
-            with_stack=options.with_stack,
-        )
+        profiler = _make_profiler(options, trace_path or Path(os.devnull))
         enable_rewrites(config)
         if options.follow:
             followed = FollowedRun.begin(config, options, trace_path, windows, folder / name)
@@ -146,7 +128,7 @@ def run(options: RunOptions) -> RunResult:
                     windows=windows,
                     # the program's own torch profiler takes Kineto's one session: ours steps
                     # aside
-                    yield_to_code_profiler=isinstance(profiler, TorchProfiler) and windows is None,
+                    yield_to_code_profiler=windows is None,
                 ) as profiled_run,
             ):
                 outcome = _run_entry(options)
@@ -162,17 +144,16 @@ def run(options: RunOptions) -> RunResult:
             t for t in REGISTRY.unplaced(config) if not unmet_requirement(t.requires)
         ]
     except BaseException as error:
-        written = profiled_run.written if profiled_run is not None else None
-        if isinstance(error, NcompassError) and written is not None:
-            written.unlink(missing_ok=True)  # a spec error, a `-m` typo: the run failed
-        elif trace_path is not None and written is None:
-            release_claim(trace_path)
+        _clean_up_failed_run(error, profiled_run.written if profiled_run else None, trace_path)
         if isinstance(error, CaptureError) and script_ended and outcome.exit_code != 0:
             error.exit_code = outcome.exit_code  # the trace failed, but the script first
         raise
     finally:
         disable_rewrites()
     written, markers = profiled_run.written, profiled_run.markers
+    # the run's exit code, not the program's: 143/130 once a stop came, even one the program
+    # caught and returned from, or one held while the trace was written
+    outcome = dataclasses.replace(outcome, exit_code=termination.exit_code(outcome.exit_code))
     if profiled_run.yielded and trace_path is not None:
         release_claim(trace_path)  # claimed for a trace that was never written
     processes = None
@@ -211,6 +192,52 @@ def run(options: RunOptions) -> RunResult:
         result.window_traces = [span.trace for span in windows.spans]
         result.window_warning = windows.warning
     return result
+
+
+def _trace_name(options: RunOptions, folder: Path) -> tuple[str, Path | None]:
+    """The run's trace name and, given ``--trace-name``, its exact path (never an input's).
+
+    Raises:
+        OutputIsInputError: the trace would overwrite a spec or the script.
+    """
+    entry = options.script or options.module or "run"
+    name = options.trace_name or timestamped_name(Path(entry).stem if options.script else entry)
+    if not options.trace_name:
+        return name, None
+    trace_path = folder / f"{check_trace_name(name)}.json"
+    files = [*options.specs, options.script]
+    refuse_overwriting_inputs(trace_path, [item for item in files if isinstance(item, str | Path)])
+    return name, trace_path
+
+
+def _run_config(options: RunOptions) -> RewriteConfig:
+    """The merged spec of the run; specs without a context get the profiler's.
+
+    Raises:
+        SpecError: a spec is invalid.
+    """
+    context = kind_of(options.profiler).marker_context
+    if context == "torch" and os.environ.get(NVTX_INJECTION_ENV):
+        # run under an NVTX tool (`nsys profile ncompass run ...`): show markers there too
+        context = "torch+nvtx"
+    config = load_specs(options.specs, context)
+    if context == "nvtx":  # torch markers would record nothing: NVTX too
+        record_torch_markers_with_nvtx(config)
+    if options.full_trace:
+        config = config.model_copy(update={"full_trace_mode": True})
+    return config
+
+
+def _clean_up_failed_run(
+    error: BaseException, written: Path | None, trace_path: Path | None
+) -> None:
+    """What a run that did not end as asked leaves: its trace only if its program ran."""
+    # a spec error, a `-m` typo: the run failed; a stop before the program: nothing ran
+    before_program = isinstance(error, KeyboardInterrupt) and not termination.program_started()
+    if written is not None and (isinstance(error, NcompassError) or before_program):
+        written.unlink(missing_ok=True)
+    elif trace_path is not None and written is None:
+        release_claim(trace_path)
 
 
 def _make_profiler(options: RunOptions, trace_path: Path) -> ProfilerBackend:
@@ -296,10 +323,10 @@ def report_to_parent(options: RunOptions, report_file: Path) -> int:
 
 
 def _compiled_kernels(
-    profiler: object, markers: list[MarkerRecord]
+    profiler: ProfilerBackend, markers: list[MarkerRecord]
 ) -> CompiledKernelsRecord | None:
     """The sidecar's record of the Inductor kernels compiled during the run and their markers."""
-    if not isinstance(profiler, TorchProfiler):
+    if not profiler.kind.records_ops:
         return None
     from ncompass.capture.kernel_markers import kernel_records
 

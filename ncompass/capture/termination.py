@@ -16,11 +16,18 @@ output); SIGKILL (or Ctrl-\\) still ends the process at once. What the first one
 on where the run is:
 
 - before the program starts: it stops the run at once (nothing is left behind: see the
-  runner's clean-up); the command line says so in one line, exit code 130 or 143;
+  runner's clean-up); the command line says so in one line, exit code 130 (a Ctrl-C is
+  :class:`Interrupted` then) or 143. Two short moments hold it until they end: while the
+  command loads (``stop_on_signals(hold=True)``, where click would answer "Aborted!"), and
+  while the profiler starts (:func:`stops_deferred`), where a ``KeyboardInterrupt`` raised
+  half-way through Kineto's start-up left a session behind that crashed the process as it
+  exited (exit 139); the profiler is then stopped unwritten and the run ends;
 - while the program runs (:func:`program_running`): Ctrl-C raises ``KeyboardInterrupt`` as
   usual, SIGTERM raises :class:`Terminated`;
 - once the program has ended, while the trace and sidecar are written: it waits, and the exit
-  code still says it came (:func:`exit_code`).
+  code still says it came (:func:`exit_code`). The program's own SIGCHLD handler is put aside
+  then too: the same group-wide stop ends its worker processes, and a handler that raises as
+  each exits (torch's ``DataLoader``) aborted the trace's writing.
 
 Standard library only: the rank of a remote job (:mod:`ncompass.remote.rank`) installs the
 same handling before anything else.
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -47,6 +54,17 @@ class Terminated(KeyboardInterrupt):
         return "stopped by SIGTERM"
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C before the program started: the run stops and exits 130.
+
+    A subclass, because Python ends a process by SIGINT, whatever its exit code, once a bare
+    ``KeyboardInterrupt`` has come out of code run by ``exec`` (a dataclass being made while
+    a module imports), even though it was caught.
+    """
+
+    exit_code = INTERRUPTED_EXIT_CODE
+
+
 class _State:
     """Where the run is, as the handlers see it (one run per process)."""
 
@@ -54,6 +72,9 @@ class _State:
     stopping = False  # the first stop signal came
     terminated = False  # the first stop signal was SIGTERM
     deferred_interrupt = False  # the first was a Ctrl-C that came while the results were written
+    deferring = 0  # inside stops_deferred (nested sections count) or the command line's hold
+    holding = False  # stop_on_signals(hold=True): held until the profiler has started
+    held = False  # a stop came while deferring; raised when that ends
 
 
 def _on_stop(signum: int, frame: FrameType | None) -> None:
@@ -65,17 +86,35 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
     if _State.phase == "finishing":
         _State.deferred_interrupt = not _State.terminated
         return
-    raise Terminated if _State.terminated else KeyboardInterrupt
+    if _State.deferring:
+        _State.held = True
+        return
+    raise _stop()
 
 
-def stop_on_signals() -> None:
+def _stop() -> KeyboardInterrupt:
+    if _State.terminated:
+        return Terminated()
+    # in the program, Ctrl-C is Python's own KeyboardInterrupt (its traceback says so)
+    return KeyboardInterrupt() if _State.phase == "running" else Interrupted()
+
+
+def stop_on_signals(*, hold: bool = False) -> None:
     """Install the handling described in the module docstring (main thread only; idempotent).
 
     Also unblocks SIGINT and SIGTERM: a process started with them blocked (Ray's job
     supervisor blocks SIGINT, and the mask is inherited) would never see them.
+
+    Args:
+        hold: Hold a stop until :func:`end_hold`. The command line installs the handling
+            before it loads its command and parses its arguments (quick, and never waiting),
+            where a ``KeyboardInterrupt`` would end in click's "Aborted!" and exit 1.
     """
     if threading.current_thread() is not threading.main_thread():
         return  # signals are delivered to the main thread only; nothing to install
+    if hold and not _State.holding:
+        _State.holding = True
+        _State.deferring += 1
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     if _State.stopping:
         return  # installed before (a rank's entry point), and the first signal came: ignored
@@ -83,20 +122,75 @@ def stop_on_signals() -> None:
     signal.signal(signal.SIGINT, _on_stop)
 
 
+def end_hold() -> None:
+    """End the hold ``stop_on_signals(hold=True)`` began; raise a stop that came meanwhile."""
+    _end_holding()
+    if _State.held and not _State.deferring:
+        _State.held = False
+        raise _stop()
+
+
+def _end_holding() -> None:
+    if _State.holding:
+        _State.holding = False
+        _State.deferring -= 1
+
+
+@contextmanager
+def stops_deferred(abandon: Callable[[], object] | None = None) -> Iterator[None]:
+    """A stop that comes in the block (a profiler starting) is held until the block ends.
+
+    Then, if one came, ``abandon`` runs (it undoes what the block did, such as stopping the
+    profiler it started; later stops are ignored by then) and the stop is raised, as if it
+    had come just after the block. A block that raises raises as it would.
+    """
+    _State.deferring += 1
+    try:
+        yield
+    finally:
+        _State.deferring -= 1
+    if _State.deferring > _State.holding or not _State.held or _State.phase != "starting":
+        return  # an inner section (the outermost one answers), or no stop came
+    _State.held = False
+    try:
+        if abandon is not None:
+            abandon()
+    finally:
+        raise _stop()  # the stop wins over a failure to abandon
+
+
 @contextmanager
 def program_running() -> Iterator[None]:
     """The block is the profiled program (or the child that runs it): signals stop it.
 
     When the block ends, however it ends, the run moves on to writing its results, which
-    signals no longer interrupt. A SIGTERM that came before the block raises on entry.
+    signals no longer interrupt. A stop that came before the block raises on entry.
     """
-    if _State.terminated:
-        raise Terminated
+    _end_holding()
+    if _State.stopping:
+        _State.held = False
+        raise _stop()
     _State.phase = "running"
     try:
         yield
     finally:
         _State.phase = "finishing"
+        _quiet_child_exits()
+
+
+def _quiet_child_exits() -> None:
+    """The program has ended: its SIGCHLD handler no longer runs (module docstring).
+
+    A stop sent to the whole process group (``timeout``, a terminal, a job scheduler) ends the
+    program's worker processes too; as each exits, the handler a torch ``DataLoader``
+    installs raises "DataLoader worker ... is killed by signal" on the main thread, in the
+    middle of writing the trace. No result waits for a child's exit: the default (nothing)
+    is restored.
+    """
+    if not hasattr(signal, "SIGCHLD") or threading.current_thread() is not threading.main_thread():
+        return
+    if callable(signal.getsignal(signal.SIGCHLD)):
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
 @contextmanager
@@ -118,6 +212,11 @@ def stops_go_to_the_main_thread() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def program_started() -> bool:
+    """Whether the profiled program began (its first line may have run)."""
+    return _State.phase != "starting"
 
 
 def terminated() -> bool:
@@ -146,11 +245,15 @@ def interrupted_exit_code(interrupt: KeyboardInterrupt) -> int:
 __all__ = [
     "INTERRUPTED_EXIT_CODE",
     "TERMINATED_EXIT_CODE",
+    "Interrupted",
     "Terminated",
+    "end_hold",
     "exit_code",
     "interrupted_exit_code",
     "program_running",
+    "program_started",
     "stop_on_signals",
+    "stops_deferred",
     "stops_go_to_the_main_thread",
     "terminated",
 ]

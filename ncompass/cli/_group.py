@@ -96,5 +96,11 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ncompass`` console script and ``python -m ncompass``."""
     from ncompass.cli._warnings import show_own_warnings_as_lines
 
+    arguments = argv if argv is not None else sys.argv[1:]
+    if next((word for word in arguments if not word.startswith("-")), None) == "run":
+        from ncompass.capture.termination import stop_on_signals
+
+        # a stop while the command loads is held for `run` to answer (exit 130/143, one line)
+        stop_on_signals(hold=True)
     show_own_warnings_as_lines()
-    ncompass_cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="ncompass")
+    ncompass_cli.main(args=arguments, prog_name="ncompass")

@@ -79,7 +79,7 @@ def recording_windows(
     Raises:
         click.UsageError: malformed, contradictory, or with a profiler that records nothing.
     """
-    from ncompass.capture.recording_windows import WINDOW_PROFILERS
+    from ncompass.capture.backends.kinds import WINDOW_PROFILERS, kind_of
     from ncompass.capture.triggers import RecordingWindowOptions, parse_window
     from ncompass.errors import CaptureError
 
@@ -98,15 +98,14 @@ def recording_windows(
         return None
     if len(ways) > 1:
         raise click.UsageError(f"choose one way of choosing windows, not {' and '.join(ways)}")
-    if profiler == "none":
+    try:
+        kind = kind_of(profiler, nsys=nsys)  # --nsys: nsys' capture ranges
+    except CaptureError as error:
+        raise click.UsageError(str(error)) from None
+    if not kind.records_windows:
         raise click.UsageError(
-            f"{ways[0]} chooses what to record, but --profiler none records nothing; "
+            f"{ways[0]} chooses what to record, but --profiler {profiler} records nothing; "
             f"use --profiler {' or '.join(WINDOW_PROFILERS)}"
-        )
-    if profiler not in WINDOW_PROFILERS and not nsys:  # --nsys: nsys' capture ranges
-        raise click.UsageError(
-            f"{ways[0]} works with --profiler {' or '.join(WINDOW_PROFILERS)} or --nsys only, "
-            f"not --profiler {profiler} (which records the whole run)"
         )
     if window is None:
         return RecordingWindowOptions(delay=delay, duration=duration, on_demand=on_demand)

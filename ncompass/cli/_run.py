@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ncompass.capture.backends.base import PROFILERS
+from ncompass.capture.backends.kinds import DEFAULT_PROFILER
 from ncompass.capture.child_run import CHILD_REPORT_OPTION
 from ncompass.cli._recording_windows import recording_window_options, recording_windows
 from ncompass.gpu import DeviceSpec
@@ -131,6 +132,7 @@ def run_command(
     from ncompass.capture.run_options import RunOptions
 
     termination.stop_on_signals()  # SIGTERM stops the script as Ctrl-C does: the trace is written
+    termination.end_hold()  # a stop held while the command loaded stops it now
 
     if nsys and profiler not in (None, "nvtx"):
         raise click.UsageError(
@@ -140,7 +142,7 @@ def run_command(
     if nsys_args and not nsys:
         raise click.UsageError("--nsys-args needs --nsys")
     windows = recording_windows(
-        profiler or "torch", window, repeat, every, delay, duration, on_demand, nsys
+        profiler or DEFAULT_PROFILER, window, repeat, every, delay, duration, on_demand, nsys
     )
     args = list(arguments)
     script: str | None = None
@@ -153,7 +155,7 @@ def run_command(
         script=script,
         module=module,
         args=args,
-        profiler=profiler or "torch",
+        profiler=profiler or DEFAULT_PROFILER,
         output_dir=output_dir,
         trace_name=trace_name,
         force_overwrite=force_overwrite,

@@ -18,6 +18,7 @@ from ncompass.analysis.comparison import Comparison
 from ncompass.analysis.comparison import compare as compare_traces
 from ncompass.analysis.providers import AnalysisProvider, MarkerRequest, make_provider
 from ncompass.analysis.summary_types import Summary
+from ncompass.capture.backends.kinds import kind_of
 from ncompass.capture.backends.torch import TorchProfiler
 from ncompass.capture.lifecycle import ProfiledRun, profiled
 from ncompass.capture.run_options import run_command
@@ -323,7 +324,8 @@ class ProfilingSession:
         """What :meth:`run_script` runs next: ``discovery`` (profiler and stack sampler) or
         ``markers`` (the markers of the current spec only)."""
         discover = (not self._predicted) if discovery is None else discovery
-        return "discovery" if discover and profiler == "torch" else "markers"
+        # discovery reads the ops and Python calls of the trace: only a profiler that records them
+        return "discovery" if discover and kind_of(profiler).records_ops else "markers"
 
     def marker_count(self) -> int:
         """Markers of the current spec (the whole-run range counts as one)."""

@@ -32,3 +32,31 @@ def test_windows_end_as_traces_only_where_some_part_writes_them():
 def test_an_unknown_profiler_names_the_choices():
     with pytest.raises(CaptureError, match="choose one of torch, nvtx, nvtx-trace, none"):
         kind_of("perf")
+
+
+def test_every_backend_answers_the_whole_contract_so_nobody_probes(tmp_path):
+    """What a backend does not do is the base class's no-op, called like any other method."""
+    from ncompass.capture.backends.backend import ProfilerBackend
+    from ncompass.capture.recording_windows import NvtxWindowRange
+
+    backends = [make_profiler(name, tmp_path / f"{name}.json") for name in PROFILERS]
+    backends.append(NvtxWindowRange("ncompass.recording-window#1", 1))
+    for backend in backends:
+        assert isinstance(backend, ProfilerBackend)
+        assert backend.kind is kind_of(backend.name)
+        assert backend.compiled_kernels == []
+    for backend in (make_profiler("none", tmp_path / "n.json"), make_profiler("nvtx", tmp_path)):
+        backend.prepare()
+        backend.start()
+        backend.add_metadata("key", {"value": 1})
+        with backend.room_for_code_profiler(before_stepping_aside=lambda: None):
+            pass
+        backend.stop_and_discard()  # the base's: stop(), writing nothing
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_windows_profilers_and_the_default_come_from_the_kinds():
+    from ncompass.capture.backends.kinds import DEFAULT_PROFILER, WINDOW_PROFILERS
+
+    assert WINDOW_PROFILERS == ("torch", "nvtx", "nvtx-trace")
+    assert DEFAULT_PROFILER in PROFILERS and KINDS[DEFAULT_PROFILER].records_ops

@@ -1,30 +1,11 @@
-"""The protocol every profiler backend implements, and the factory ``ncompass run`` uses."""
+"""The factory ``ncompass run`` uses, and the base class of every backend (:mod:`.backend`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
 
+from ncompass.capture.backends.backend import ProfilerBackend
 from ncompass.capture.backends.kinds import PROFILERS, kind_of
-
-
-class ProfilerBackend(Protocol):
-    """Starts and stops one capture of a run.
-
-    Attributes:
-        name: The ``--profiler`` value.
-        marker_context: The range context whose markers this profiler records; specs that
-            do not choose a context get this one.
-    """
-
-    name: str
-    marker_context: str
-
-    def start(self) -> None:
-        """Begin recording."""
-
-    def stop(self) -> Path | None:
-        """End recording and write the trace; return its path (None if nothing is written here)."""
 
 
 def make_profiler(

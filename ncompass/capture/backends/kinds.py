@@ -32,6 +32,10 @@ class BackendKind:
             run (torch); otherwise the tool records every process in one recording, or nothing.
         followed_windows: Every followed process opens and closes the run's windows itself.
         gates_recorder: Windows open and close the NVTX recorder's gate (``nvtx-trace``).
+        writes_trace: The run's own process writes the whole-run trace (torch): its path is
+            claimed before the run starts.
+        records_ops: The trace holds the program's ops and Python calls, with the compiled
+            kernels attributed to their markers (torch): what a discovery run reads.
     """
 
     name: str
@@ -43,6 +47,8 @@ class BackendKind:
     per_process_traces: bool = False
     followed_windows: bool = False
     gates_recorder: bool = False
+    writes_trace: bool = False
+    records_ops: bool = False
 
     @property
     def writes_window_traces(self) -> bool:
@@ -59,6 +65,8 @@ KINDS: dict[str, BackendKind] = {
             window_is_profiler=True,
             per_process_traces=True,
             followed_windows=True,
+            writes_trace=True,
+            records_ops=True,
         ),
         BackendKind("nvtx", "nvtx"),
         BackendKind(
@@ -77,6 +85,12 @@ KINDS: dict[str, BackendKind] = {
 
 PROFILERS = ("torch", "nvtx", "nvtx-trace", "none")
 
+DEFAULT_PROFILER = "torch"
+"""What ``--profiler`` is when it is not given."""
+
+WINDOW_PROFILERS = tuple(name for name in PROFILERS if KINDS[name].records_windows)
+"""The ``--profiler`` values that record windows (``--window``, ``--delay``, ``--on-demand``)."""
+
 
 def kind_of(profiler: str, *, nsys: bool = False) -> BackendKind:
     """The kind of ``--profiler profiler`` (``--nsys`` makes it nsys's).
@@ -90,4 +104,4 @@ def kind_of(profiler: str, *, nsys: bool = False) -> BackendKind:
     return kind
 
 
-__all__ = ["KINDS", "PROFILERS", "BackendKind", "kind_of"]
+__all__ = ["DEFAULT_PROFILER", "KINDS", "PROFILERS", "WINDOW_PROFILERS", "BackendKind", "kind_of"]

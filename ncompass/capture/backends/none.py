@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ncompass.capture.backends.backend import ProfilerBackend
 
-class NoProfiler:
+
+class NoProfiler(ProfilerBackend):
     """A profiler that records nothing."""
 
     name = "none"

@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 from ncompass import environment_variables
+from ncompass.capture.backends.backend import ProfilerBackend
 
 INJECTION_ENV = environment_variables.NVTX_INJECTION64_PATH
 
 
-class NvtxProfiler:
+class NvtxProfiler(ProfilerBackend):
     """Emits NVTX ranges; an attached tool records them."""
 
     name = "nvtx"

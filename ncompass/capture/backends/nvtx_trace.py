@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ncompass import environment_variables
+from ncompass.capture.backends.backend import ProfilerBackend
 from ncompass.errors import CaptureError
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 INJECTION_ENV = environment_variables.NVTX_INJECTION64_PATH
 
 
-class NvtxTraceProfiler:
+class NvtxTraceProfiler(ProfilerBackend):
     """The backend inside the re-executed run: an NVTX tool attached by the parent records.
 
     Args:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ncompass.capture.backends.backend import ProfilerBackend
 from ncompass.capture.compiled_kernels import (
     CompiledKernel,
     KernelOriginRecorder,
@@ -43,7 +44,7 @@ class TraceWindow:
     output_path: Path
 
 
-class TorchProfiler:
+class TorchProfiler(ProfilerBackend):
     """One Kineto profiler session (what ``torch.profiler.profile`` runs) that writes one Chrome
     trace.
 
