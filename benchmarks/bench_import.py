@@ -64,10 +64,10 @@ IMPORT_ALL = textwrap.dedent(
     if {hook}:
         enable_rewrites(spec)
     names = [f"bench_pkg.mod_{{i}}" for i in range({count})]
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     for name in names:
         importlib.import_module(name)
-    print(time.perf_counter() - start)
+    print(time.perf_counter() - start, time.thread_time() - cpu_start)
     """
 )
 
@@ -104,13 +104,15 @@ def _make_package(root: Path) -> None:
         (package / f"mod_{index}.py").write_text(SMALL_MODULE.format(index=index))
 
 
-def _import_all(root: Path, hook: bool) -> float:
+def _import_all(root: Path, hook: bool) -> tuple[float, float]:
+    """Seconds to import every generated module: wall-clock and CPU time."""
     code = IMPORT_ALL.format(root=str(root), hook=hook, count=MODULES)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     output = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
     ).stdout
-    return float(output.strip().splitlines()[-1])
+    wall, cpu = output.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def bench_non_targets(root: Path, repeats: int) -> dict[str, float]:
@@ -120,7 +122,12 @@ def bench_non_targets(root: Path, repeats: int) -> dict[str, float]:
     for _ in range(repeats):
         plain.append(_import_all(root, hook=False))
         hooked.append(_import_all(root, hook=True))
-    return {"plain_s": statistics.median(plain), "hooked_s": statistics.median(hooked)}
+    return {
+        "plain_s": statistics.median(wall for wall, _ in plain),
+        "hooked_s": statistics.median(wall for wall, _ in hooked),
+        "plain_cpu_s": statistics.median(cpu for _, cpu in plain),
+        "hooked_cpu_s": statistics.median(cpu for _, cpu in hooked),
+    }
 
 
 def bench_cached_rewrite(root: Path, repeats: int, qualname: str) -> dict[str, float]:
@@ -144,12 +151,16 @@ def bench_cached_rewrite(root: Path, repeats: int, qualname: str) -> dict[str, f
         for name in ("plain_copy", "marked_copy"):  # fill both caches
             importlib.import_module(name)
             del sys.modules[name]
-        plain, marked = [], []
+        plain, marked, plain_cpu, marked_cpu = [], [], [], []
         for _ in range(repeats):
-            for name, bucket in (("plain_copy", plain), ("marked_copy", marked)):
-                start = time.perf_counter()
+            for name, bucket, cpu in (
+                ("plain_copy", plain, plain_cpu),
+                ("marked_copy", marked, marked_cpu),
+            ):
+                start, cpu_start = time.perf_counter(), time.thread_time()
                 importlib.import_module(name)
                 bucket.append(time.perf_counter() - start)
+                cpu.append(time.thread_time() - cpu_start)
                 module = sys.modules.pop(name)
                 if name == "marked_copy":
                     markers = sum(1 for key in vars(module) if key.startswith("_ncompass_enter_"))
@@ -159,6 +170,11 @@ def bench_cached_rewrite(root: Path, repeats: int, qualname: str) -> dict[str, f
     return {
         "plain_ms": 1000 * statistics.median(plain),
         "rewritten_ms": 1000 * statistics.median(marked),
+        # CPU time of this thread, each rewritten import against the plain one just before
+        # it: what the gate compares, since waiting for a busy machine's cores is in neither
+        "cpu_pair_ratio": statistics.median(
+            m / p for p, m in zip(plain_cpu, marked_cpu, strict=True)
+        ),
         "markers": float(markers),
     }
 
@@ -231,22 +247,24 @@ def bench_first_rewrite(repeats: int) -> dict[str, float]:
     )
     entry = TargetTable(config).for_module("typing")
     assert entry is not None
-    times = []
+    times, cpu_times, plain, plain_cpu = [], [], [], []
     sites = 0
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.thread_time()
         result = rewrite_source("typing", path, data, entry, config)
         result.compile()
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.thread_time() - cpu_start)
         sites = len(result.sites)
-    plain = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.thread_time()
         compile(data, path, "exec")
         plain.append(time.perf_counter() - start)
+        plain_cpu.append(time.thread_time() - cpu_start)
     return {
         "rewrite_s": statistics.median(times),
         "plain_compile_s": statistics.median(plain),
+        "rewrite_cpu_s": statistics.median(cpu_times),
+        "plain_compile_cpu_s": statistics.median(plain_cpu),
         "lines": float(data.count(b"\n")),
         "markers": float(sites),
     }
@@ -275,8 +293,12 @@ def main() -> None:
         "non_target_import_ratio": non_targets["hooked_s"] / non_targets["plain_s"],
         "cached_rewrite_ratio": cached["rewritten_ms"] / cached["plain_ms"],
         "cached_stress_ratio": stress["rewritten_ms"] / stress["plain_ms"],
+        "cached_rewrite_cpu_ratio": cached["cpu_pair_ratio"],
+        "cached_stress_cpu_ratio": stress["cpu_pair_ratio"],
         "first_rewrite_s": first["rewrite_s"],
         "first_rewrite_per_compile": first["rewrite_s"] / first["plain_compile_s"],
+        "first_rewrite_cpu_per_compile": first["rewrite_cpu_s"] / first["plain_compile_cpu_s"],
+        "non_target_import_cpu_ratio": non_targets["hooked_cpu_s"] / non_targets["plain_cpu_s"],
         "first_cached_fixed_ms": first_cached["rewritten_fixed_ms"],
         "cache_check_share": check["checksum_ms"] / check["load_ms"],
     }
@@ -308,9 +330,14 @@ def main() -> None:
         f"{ratios['cached_stress_ratio']:.3f}x"
     )
     print(
+        f"   in CPU time, pairs of adjacent imports: {ratios['cached_rewrite_cpu_ratio']:.3f}x "
+        f"realistic, {ratios['cached_stress_cpu_ratio']:.3f}x stress"
+    )
+    print(
         f"3. first rewrite of typing.py ({int(first['lines'])} lines, {int(first['markers'])} "
         f"markers): {first['rewrite_s']:.3f} s (goal <= 0.6 s); plain compile "
         f"{first['plain_compile_s']:.3f} s -> {first['rewrite_s'] / first['plain_compile_s']:.1f}x"
+        f" (CPU time {first['rewrite_cpu_s']:.3f} s)"
     )
     print(
         f"4. cache entry checksum ({check['entry_bytes'] / 1024:.0f} KiB entry): "
