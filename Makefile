@@ -12,7 +12,7 @@ TORCH_PIN ?= torch==2.13.0
 TRANSFORMERS_OLD ?= $(VENV)/transformers-4.49
 TRANSFORMERS_OLD_PINS ?= transformers==4.49.0 huggingface-hub==0.36.2 tokenizers==0.21.4
 
-.PHONY: setup demo test lint typecheck layers unit browser-test bench gpu-check clean
+.PHONY: setup demo test lint typecheck layers unit browser-test bench bench-check gpu-check clean
 
 setup: $(VENV)/.installed
 
@@ -49,10 +49,14 @@ unit: setup
 browser-test: setup
 	$(PY) -m pytest -q -m browser tests/browser
 
-test: lint typecheck layers unit
+test: lint typecheck layers unit bench-check
 
 bench: setup
 	$(PY) benchmarks/run_all.py
+
+# the fast headline benchmarks against benchmarks/baseline.json, within their noise bands
+bench-check: setup
+	$(PY) benchmarks/bench_check.py
 
 # Every GPU path on this machine's GPU (docs/performance.md, "GPU check"). With a GPU (nvidia-smi
 # lists one) it sets up $(GPU_VENV) with the CUDA build of torch from the package index (the

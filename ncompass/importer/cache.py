@@ -22,6 +22,7 @@ import functools
 import hashlib
 import importlib.util
 import marshal
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,11 +61,21 @@ def rewriter_fingerprint() -> bytes:
     """A hash of the code that decides what rewritten code looks like (the rewriter and the
     runtime helpers it calls), so that a changed checkout (an editable install, a ``git pull``
     within one version) never reuses rewrites made by other code. Read once per process."""
-    package = Path(__file__).resolve().parent.parent
+    # os.listdir and open, not pathlib's glob, sort and read_bytes: this runs in the first
+    # cached import of every process, and pathlib's path objects cost that import 0.5 ms
+    # (0.7 ms against 0.2 ms for the same bytes hashed).
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rewrite = os.path.join(package, "rewrite")
+    try:
+        names = sorted(name for name in os.listdir(rewrite) if name.endswith(".py"))
+    except OSError:
+        names = []
+    paths = [os.path.join(rewrite, name) for name in names]
+    paths.append(os.path.join(package, "runtime", "sites.py"))
     digest = hashlib.sha256()
-    for path in sorted([*(package / "rewrite").glob("*.py"), package / "runtime" / "sites.py"]):
-        with contextlib.suppress(OSError):
-            digest.update(path.name.encode() + path.read_bytes())
+    for path in paths:
+        with contextlib.suppress(OSError), open(path, "rb") as handle:
+            digest.update(os.path.basename(path).encode() + handle.read())
     return digest.digest()
 
 

@@ -177,3 +177,18 @@ def _digest() -> str:
     entry = table.for_module("cached_mod")
     assert entry is not None
     return entry.digest
+
+
+def test_rewriter_fingerprint_covers_every_rewriter_module_and_the_runtime_sites() -> None:
+    # read through os.listdir (cheap in every process's first cached import): still every
+    # module of ncompass/rewrite and runtime/sites.py, names and bytes
+    import hashlib
+
+    import ncompass
+
+    package = Path(ncompass.__file__).parent
+    expected = hashlib.sha256()
+    for path in [*sorted((package / "rewrite").glob("*.py")), package / "runtime" / "sites.py"]:
+        expected.update(path.name.encode() + path.read_bytes())
+    cache.rewriter_fingerprint.cache_clear()
+    assert cache.rewriter_fingerprint() == expected.digest()
