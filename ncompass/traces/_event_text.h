@@ -253,10 +253,12 @@ static int plain_value(const Value *value, double *number, int *is_int) {
     return 1;
 }
 
-/* Times the C fold takes: finite, and a duration not negative (Python refuses NaN and
- * infinity, and leaves out a negative duration with a warning). */
+/* Times the C fold takes: within +-2^53 us (285 years), and a duration not negative (Python
+ * refuses NaN, infinity and what lies beyond, TIME_LIMIT_US in _collector.py, and leaves out a
+ * negative duration with a warning). The comparisons are false for NaN. */
 static int usable_times(double timestamp, double duration) {
-    return isfinite(timestamp) && isfinite(duration) && duration >= 0;
+    const double limit = (double)EXACT_INTEGER_LIMIT;
+    return timestamp >= -limit && timestamp <= limit && duration >= 0 && duration <= limit;
 }
 
 /* A pid or tid the record can name: a plain string, an int64, or absent. */
