@@ -13,6 +13,7 @@ import orjson
 
 from ncompass._files import temporary_path
 from ncompass.errors import TraceError
+from ncompass.overwrite_guard import unwritable_reason
 from ncompass.traces.events import Event
 
 _GZIP_LEVEL = 6  # zlib's default: near-best size at a few times the speed of level 9
@@ -45,7 +46,8 @@ class TraceWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             raw = open(self._partial, "wb")  # noqa: SIM115 - closed in close()
         except OSError as error:
-            raise TraceError(f"{self.path}: cannot write the trace ({error.strerror})") from None
+            reason = unwritable_reason(self.path, error)
+            raise TraceError(f"{self.path}: cannot write the trace ({reason})") from None
         self._stream: IO[bytes] | _Blocks = raw
         if self.path.name.endswith(".gz"):
             self._stream = _Blocks(
@@ -102,7 +104,11 @@ class TraceWriter:
         self._stream.write(closing + b"\n")
         self._stream.close()
         self._raw.close()
-        os.replace(self._partial, self.path)
+        try:
+            os.replace(self._partial, self.path)  # over a symlink, not through it
+        except OSError as error:  # a folder of that name, say
+            self._partial.unlink(missing_ok=True)
+            raise TraceError(f"{self.path}: cannot write the trace ({error.strerror})") from None
         return self.path
 
     def discard(self) -> None:
