@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -28,6 +29,12 @@ _FORCE_OVERWRITE = click.option(
 )
 
 
+def _every_row_at_most(top: int) -> int:
+    """``--top``, with a count beyond any list (``99999999999999999999``) read as "every row":
+    slicing takes no number past ``sys.maxsize``."""
+    return min(top, sys.maxsize)
+
+
 @click.command("summarize")
 @click.argument("traces", nargs=-1, required=True, type=_TRACE)
 @click.option("--json", "as_json", is_flag=True, help="Print the whole summary as JSON.")
@@ -37,6 +44,7 @@ _FORCE_OVERWRITE = click.option(
     default=20,
     show_default=True,
     metavar="N",
+    callback=lambda _context, _parameter, value: _every_row_at_most(value),
     help="How many markers, kernels and CPU operators to list.",
 )
 @click.option(
