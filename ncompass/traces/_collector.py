@@ -130,7 +130,7 @@ def marker_group(name: str) -> str:
     return "ProfilerStep#*" if _PROFILER_STEP.match(name) else name
 
 
-@dataclass
+@dataclass(slots=True)
 class Marker:
     """One marker range on a CPU thread, with its links filled in by :func:`link_trace`."""
 

@@ -15,6 +15,7 @@ from ncompass._files import temporary_path
 from ncompass.errors import TraceError
 from ncompass.overwrite_guard import unwritable_reason
 from ncompass.traces.events import Event
+from ncompass.traces.raw_json import raw_json_default
 
 _GZIP_LEVEL = 6  # zlib's default: near-best size at a few times the speed of level 9
 # The compressor is fed blocks of this size (the last one shorter), whatever the writes were:
@@ -58,7 +59,9 @@ class TraceWriter:
             )
         self._raw = raw
         header = {key: value for key, value in (metadata or {}).items() if key != "traceEvents"}
-        opening = orjson.dumps(header)[:-1]  # drop the closing '}' to continue the object
+        opening = orjson.dumps(header, default=raw_json_default)[
+            :-1
+        ]  # drop the closing '}' to continue the object
         self._stream.write(opening + (b", " if header else b"") + b'"traceEvents": [\n')
 
     def write(self, event: Event) -> None:
@@ -98,7 +101,7 @@ class TraceWriter:
         """
         closing = b"\n]"
         if trailer:
-            closing += b", " + orjson.dumps(dict(trailer))[1:]
+            closing += b", " + orjson.dumps(dict(trailer), default=raw_json_default)[1:]
         else:
             closing += b"}"
         self._stream.write(closing + b"\n")
