@@ -29,7 +29,7 @@ _FORCE_OVERWRITE = click.option(
 )
 
 
-def _every_row_at_most(top: int) -> int:
+def _every_row_at_most(_context: click.Context, _parameter: click.Parameter, top: int) -> int:
     """``--top``, with a count beyond any list (``99999999999999999999``) read as "every row":
     slicing takes no number past ``sys.maxsize``."""
     return min(top, sys.maxsize)
@@ -44,7 +44,7 @@ def _every_row_at_most(top: int) -> int:
     default=20,
     show_default=True,
     metavar="N",
-    callback=lambda _context, _parameter, value: _every_row_at_most(value),
+    callback=_every_row_at_most,
     help="How many markers, kernels and CPU operators to list.",
 )
 @click.option(
