@@ -2,6 +2,10 @@
 
 Two paths name the same file when they resolve to the same place (symlinks, ``./a`` and ``a``,
 ``..`` segments) or, when both exist, are the same inode (hard links, bind mounts).
+
+Nor does a command replace a file that is already there unless asked to
+(:func:`refuse_replacing`, ``--force-overwrite``, as ``ncompass run`` does for ``--trace-name``);
+:func:`unwritable_reason` says why an output cannot be created in words the user can act on.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from ncompass.errors import NcompassError
 
 class OutputIsInputError(NcompassError):
     """A command was asked to write its output over one of its own inputs."""
+
+
+class OutputExistsError(NcompassError):
+    """An output file exists, and replacing it was not asked for."""
 
 
 def same_file(first: str | os.PathLike[str], second: str | os.PathLike[str]) -> bool:
@@ -49,4 +57,41 @@ def refuse_overwriting_inputs(
             )
 
 
-__all__ = ["OutputIsInputError", "refuse_overwriting_inputs", "same_file"]
+def refuse_replacing(output: str | os.PathLike[str], *, replace: bool) -> None:
+    """Raise before anything is read if ``output`` exists and ``replace`` was not asked for.
+
+    A symlink counts as existing (dangling or not): writers rename a new file over the link,
+    never write through it, so what it points at is never touched either way.
+
+    Raises:
+        OutputExistsError: naming the file; it was left unchanged.
+    """
+    if not replace and os.path.lexists(output):
+        raise OutputExistsError(
+            f"{output} already exists and was left unchanged; choose another output file, "
+            "or pass --force-overwrite to replace it"
+        )
+
+
+def unwritable_reason(output: str | os.PathLike[str], error: OSError) -> str:
+    """Why ``output`` could not be created, from the ``error`` creating it raised.
+
+    An existing file where a folder of the path should be gets named (``-o notes.txt/out.json``
+    fails with "File exists" or "Not a directory", which names neither).
+    """
+    for parent in Path(output).parents:
+        if os.path.lexists(parent):
+            if not parent.is_dir():
+                return f"{parent} is a file, not a folder"
+            break
+    return error.strerror or str(error)
+
+
+__all__ = [
+    "OutputExistsError",
+    "OutputIsInputError",
+    "refuse_overwriting_inputs",
+    "refuse_replacing",
+    "same_file",
+    "unwritable_reason",
+]

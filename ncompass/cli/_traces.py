@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -21,6 +22,19 @@ _JOBS = click.option(
 )
 
 
+_FORCE_OVERWRITE = click.option(
+    "--force-overwrite",
+    is_flag=True,
+    help="Replace the output file if it exists [default: refuse, leaving it unchanged].",
+)
+
+
+def _every_row_at_most(_context: click.Context, _parameter: click.Parameter, top: int) -> int:
+    """``--top``, with a count beyond any list (``99999999999999999999``) read as "every row":
+    slicing takes no number past ``sys.maxsize``."""
+    return min(top, sys.maxsize)
+
+
 @click.command("summarize")
 @click.argument("traces", nargs=-1, required=True, type=_TRACE)
 @click.option("--json", "as_json", is_flag=True, help="Print the whole summary as JSON.")
@@ -30,6 +44,7 @@ _JOBS = click.option(
     default=20,
     show_default=True,
     metavar="N",
+    callback=_every_row_at_most,
     help="How many markers, kernels and CPU operators to list.",
 )
 @click.option(
@@ -39,6 +54,7 @@ _JOBS = click.option(
     metavar="OUT.html",
     help="Also write a self-contained HTML page with charts.",
 )
+@_FORCE_OVERWRITE
 @_JOBS
 @click.option(
     "--peak-flops",
@@ -66,6 +82,7 @@ def summarize_command(
     as_json: bool,
     top: int,
     html_path: Path | None,
+    force_overwrite: bool,
     jobs: int | None,
     peak_flops: float | None,
     peak_bandwidth: float | None,
@@ -77,16 +94,17 @@ def summarize_command(
     ranks side by side, the slowest one named, and the top markers and kernels per rank.
     """
     from ncompass.cli._report_file import write_report
-    from ncompass.overwrite_guard import refuse_overwriting_inputs
+    from ncompass.overwrite_guard import refuse_overwriting_inputs, refuse_replacing
 
+    if html_path is not None:  # before any trace is read
+        refuse_overwriting_inputs(html_path, traces)
+        refuse_replacing(html_path, replace=force_overwrite)
     if len(traces) > 1:
         _summarize_several(traces, as_json=as_json, top=top, html_path=html_path, jobs=jobs)
         return
     from ncompass.analysis.summary import summarize_trace
 
     trace = traces[0]
-    if html_path is not None:
-        refuse_overwriting_inputs(html_path, [trace])
     summary = summarize_trace(
         trace,
         top=top,
@@ -111,10 +129,7 @@ def _summarize_several(
 ) -> None:
     from ncompass.analysis.ranks import summarize_traces
     from ncompass.cli._report_file import write_report
-    from ncompass.overwrite_guard import refuse_overwriting_inputs
 
-    if html_path is not None:
-        refuse_overwriting_inputs(html_path, traces)
     summary = summarize_traces(traces, top=top, jobs=jobs)
     if html_path is not None:
         from ncompass.analysis.ranks_page import render_ranks_html
@@ -176,6 +191,7 @@ def breakdown_command(
 @click.option(
     "--direct-children", is_flag=True, help="Also keep the CPU events directly inside markers."
 )
+@_FORCE_OVERWRITE
 @_JOBS
 def filter_command(
     traces: tuple[Path, ...],
@@ -183,6 +199,7 @@ def filter_command(
     min_duration_us: float,
     no_kernels: bool,
     direct_children: bool,
+    force_overwrite: bool,
     jobs: int | None,
 ) -> None:
     """Keep the markers of each TRACE and what they launched; write OUT (a folder for several)."""
@@ -204,6 +221,7 @@ def filter_command(
             include_cuda_kernels=not no_kernels,
             include_direct_children=direct_children,
             min_duration_us=min_duration_us,
+            replace=force_overwrite,
         )
         click.echo(f"wrote {written}", err=True)
         return
@@ -214,6 +232,7 @@ def filter_command(
         include_direct_children=direct_children,
         min_duration_us=min_duration_us,
         jobs=jobs,
+        replace=force_overwrite,
     ):
         click.echo(f"wrote {written}", err=True)
 
@@ -234,10 +253,13 @@ def _names_a_directory(output: str) -> bool:
     metavar="OUT",
     help="Where to write the merged trace (.json or .json.gz).",
 )
+@_FORCE_OVERWRITE
 @_JOBS
-def merge_command(traces: tuple[Path, ...], output: Path, jobs: int | None) -> None:
+def merge_command(
+    traces: tuple[Path, ...], output: Path, force_overwrite: bool, jobs: int | None
+) -> None:
     """Merge per-rank TRACES into one timeline, one process per rank."""
     from ncompass.traces.merge import merge_traces
 
-    written = merge_traces(traces, output, jobs=jobs)
+    written = merge_traces(traces, output, jobs=jobs, replace=force_overwrite)
     click.echo(f"wrote {written}", err=True)

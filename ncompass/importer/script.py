@@ -33,7 +33,7 @@ EXIT_INTERRUPTED = 130
 
 
 class ScriptNotFoundError(NcompassError):
-    """The script to run does not exist or is not a file."""
+    """The script to run does not exist, is not a file, or is not Python source text."""
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,16 @@ def run_script(path: str, args: list[str]) -> ScriptOutcome:
 
 
 def check_script(path: str) -> None:
-    """Raise :class:`ScriptNotFoundError` unless ``path`` is a file or a Python launcher on
-    ``PATH`` (checked before a profiler starts, so a typo costs no profiler start-up and leaves
-    no empty trace)."""
-    script_path(path)
+    """Raise :class:`ScriptNotFoundError` unless ``path`` is a file of Python source text or a
+    Python launcher on ``PATH`` (checked before a profiler starts, so a typo costs no profiler
+    start-up and leaves no empty trace)."""
+    resolved = script_path(path)
+    try:
+        with open(resolved, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise ScriptNotFoundError(f"{path}: cannot read the script ({error.strerror})") from None
+    _script_text(path, data)  # a binary file is refused here too, before any profiler starts
 
 
 def script_path(path: str) -> str:
@@ -141,15 +147,39 @@ def run_module(name: str, args: list[str]) -> ScriptOutcome:
 def _script_code(real_path: str) -> CodeType:
     with open(real_path, "rb") as handle:
         data = handle.read()
+    text = _script_text(real_path, data)
     table = active_table()
     entry = table.for_file(real_path) if table is not None else None
     if entry is None or table is None:
-        return compile(decode_source(data), real_path, "exec", dont_inherit=True)
+        return compile(text, real_path, "exec", dont_inherit=True)
     code, manifest = rewritten_code(
         os.path.basename(real_path), real_path, data, entry, table.config
     )
     REGISTRY.record(RewrittenModule("__main__", real_path, entry.digest, manifest))
     return code
+
+
+def _script_text(shown_path: str, data: bytes) -> str:
+    """The script's source text.
+
+    Raises:
+        ScriptNotFoundError: the file is no text (a binary, or bytes its encoding cannot
+            decode): not the script's own error, so one line and exit code 2, not the
+            tokenize traceback Python would print.
+    """
+    if b"\0" in data:
+        raise ScriptNotFoundError(
+            f"{shown_path}: a binary file (it holds NUL bytes), not a Python script; "
+            "pass the .py file to run"
+        )
+    try:
+        return decode_source(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as error:
+        reason = error.msg if isinstance(error, SyntaxError) else str(error)
+        raise ScriptNotFoundError(
+            f"{shown_path}: not Python source text ({reason}); pass the .py file to run, "
+            "or declare its encoding (# -*- coding: NAME -*-)"
+        ) from None
 
 
 @contextmanager

@@ -166,33 +166,36 @@ class CallSite:
     awaited: frozenset[int] = frozenset()
 
 
-def find_calls(index: StatementIndex, scope: Scope, callee: str) -> list[CallSite]:
+def find_calls(
+    index: StatementIndex, scope: Scope, callee: str, table: ScopeCalls | None = None
+) -> list[CallSite]:
     """The statements of ``scope`` (not of nested functions) that call ``callee``.
 
     ``callee`` is the callee as written (``self.qkv_proj``); a bare name (``qkv_proj``) also
     matches the last segment of a dotted callee.
+
+    Args:
+        index: The module's statements.
+        scope: The function (or class, or module) to look in.
+        callee: The callee as the spec writes it.
+        table: The calls of ``scope`` found before (:class:`ScopeCalls`); pass it when looking
+            up many callees in one scope, so its code is walked once, not once per callee.
 
     Raises:
         LookupFailure: no statement calls it; the message lists the callees that do exist.
     """
     wanted = callee.replace(" ", "")
     bare = "." not in wanted
+    table = table if table is not None and table.scope is scope else ScopeCalls(scope)
     sites: list[CallSite] = []
-    seen_callees: set[str] = set()
-    assert scope.body is not None
-    for statement, expressions, in_header in _own_statements(scope.body):
+    for position in (table.by_last_segment if bare else table.by_callee).get(wanted, ()):
+        statement, expressions, in_header, calls = table.statements[position]
         matching: list[ast.Call] = []
-        for call in _calls(expressions):
-            text = _callee_text(call)
-            if text is None:
-                continue
-            seen_callees.add(text)
+        for call, text in calls:
             if text == wanted or (bare and text.rsplit(".", 1)[-1] == wanted):
                 matching.append(call)
                 if not in_header:
                     break
-        if not matching:
-            continue
         if in_header:
             awaited = frozenset(id(call) for call in _awaited(expressions) if call in matching)
             sites.append(CallSite(statement, matching[0].lineno, True, tuple(matching), awaited))
@@ -201,9 +204,46 @@ def find_calls(index: StatementIndex, scope: Scope, callee: str) -> list[CallSit
     if not sites:
         raise LookupFailure(
             f"no call to {callee!r} in {scope.qualname} of {index.source.label}"
-            + _suggestion(wanted, seen_callees, "callees")
+            + _suggestion(wanted, table.callees, "callees")
         )
     return sites
+
+
+class ScopeCalls:
+    """The calls each of a scope's own statements makes, with their callees, found once.
+
+    Attributes:
+        scope: The scope.
+        statements: Per statement of the scope (as :func:`_own_statements` yields them): the
+            statement, its expressions, whether they are a compound statement's header, and
+            its calls with the callee text, in the order they are evaluated.
+        by_callee: Callee text -> the positions in ``statements`` that call it, in order.
+        by_last_segment: The same by the callee's last dotted segment (``qkv_proj``).
+        callees: Every callee text seen (what a failed lookup suggests from).
+    """
+
+    def __init__(self, scope: Scope) -> None:
+        assert scope.body is not None
+        self.scope = scope
+        self.statements: list[
+            tuple[Statement, list[ast.AST], bool, list[tuple[ast.Call, str]]]
+        ] = []
+        self.by_callee: dict[str, list[int]] = {}
+        self.by_last_segment: dict[str, list[int]] = {}
+        self.callees: set[str] = set()
+        for statement, expressions, in_header in _own_statements(scope.body):
+            calls = [(call, text) for call in _calls(expressions) if (text := _callee_text(call))]
+            position = len(self.statements)
+            self.statements.append((statement, expressions, in_header, calls))
+            for _, text in calls:
+                self.callees.add(text)
+                for table, key in (
+                    (self.by_callee, text),
+                    (self.by_last_segment, text.rsplit(".", 1)[-1]),
+                ):
+                    positions = table.setdefault(key, [])
+                    if not positions or positions[-1] != position:
+                        positions.append(position)
 
 
 def _own_statements(block: Block) -> Iterator[tuple[Statement, list[ast.AST], bool]]:
@@ -297,6 +337,7 @@ def dotted_name(node: ast.AST) -> str | None:
 __all__ = [
     "CallSite",
     "LookupFailure",
+    "ScopeCalls",
     "closest",
     "dotted_name",
     "find_calls",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from ncompass.errors import NcompassWarning, SpecError
 from ncompass.rewrite.locate import (
     LookupFailure,
+    ScopeCalls,
     find_calls,
     find_scope,
     match_functions,
@@ -191,6 +193,8 @@ class _Planner:
         self.index = plan.index
         self._order = 0
         self._spec_path = config.path
+        # per scope, its calls found once: a spec may name thousands of callees in one function
+        self._scope_calls: dict[int, ScopeCalls] = {}
 
     # -- errors --------------------------------------------------------------------------------
 
@@ -233,7 +237,10 @@ class _Planner:
     def _add_calls(self, marker: CallMarker) -> None:
         try:
             scope = find_scope(self.index, marker.in_)
-            sites = find_calls(self.index, scope, marker.call)
+            table = self._scope_calls.get(id(scope))
+            if table is None:
+                table = self._scope_calls[id(scope)] = ScopeCalls(scope)
+            sites = find_calls(self.index, scope, marker.call, table)
         except LookupFailure as failure:
             raise self._fail(str(failure), marker) from None
         name = marker.name or f"{self.source.label}:{scope.qualname}/{marker.call}"
@@ -250,7 +257,7 @@ class _Planner:
                 self.plan.header_calls.append(HeaderCall(statement, spans, site))
                 continue
             block = statement.block
-            position = block.statements.index(statement)
+            position = _position(block, statement)
             site = self._site(marker, "call", name, scope, statement.start, statement.end)
             self._wrap(block, position, position, site)
 
@@ -401,17 +408,17 @@ class _Planner:
 
     def check_overlaps(self) -> None:
         for wraps in self.plan.wraps_by_block().values():
-            for position, one in enumerate(wraps):
-                for other in wraps[position + 1 :]:
-                    if _partially_overlap(one, other):
-                        raise SpecError(
-                            f"ranges {one.site.name!r} (lines {one.site.start_line}-"
-                            f"{one.site.end_line}) and {other.site.name!r} (lines "
-                            f"{other.site.start_line}-{other.site.end_line}) overlap without "
-                            "nesting; make one contain the other or separate them",
-                            self._spec_path,
-                            other.site.spec_line,
-                        )
+            crossing = _crossing_pair(wraps)
+            if crossing is not None:
+                one, other = crossing
+                raise SpecError(
+                    f"ranges {one.site.name!r} (lines {one.site.start_line}-"
+                    f"{one.site.end_line}) and {other.site.name!r} (lines "
+                    f"{other.site.start_line}-{other.site.end_line}) overlap without "
+                    "nesting; make one contain the other or separate them",
+                    self._spec_path,
+                    other.site.spec_line,
+                )
 
 
 def template_fstring(name: str) -> str:
@@ -449,14 +456,36 @@ def _is_template(name: str) -> bool:
     return "{" in stripped
 
 
-def _partially_overlap(one: Wrap, other: Wrap) -> bool:
-    if one.first > one.last or other.first > other.last:
-        return False
-    disjoint = one.last < other.first or other.last < one.first
-    nested = (one.first <= other.first and other.last <= one.last) or (
-        other.first <= one.first and one.last <= other.last
+def _position(block: Block, statement: Statement) -> int:
+    """Where ``statement`` is in ``block``: found by its first line (statements follow each
+    other), then by identity among those starting on that line (``a(); b()``)."""
+    position = bisect_left(block.statements, statement.start, key=lambda each: each.start)
+    while block.statements[position] is not statement:
+        position += 1
+    return position
+
+
+def _crossing_pair(wraps: Sequence[Wrap]) -> tuple[Wrap, Wrap] | None:
+    """Two wraps of one block that overlap without nesting, in spec order; None if they nest.
+
+    One sweep over the wraps sorted by first statement (the longer first), keeping the stack of
+    those still open, each inside the one below: O(n log n). Comparing every pair took a minute
+    for 19k markers on one function. An empty body (``first > last``) overlaps nothing.
+    """
+    spans = sorted(
+        (wrap for wrap in wraps if wrap.first <= wrap.last),
+        key=lambda wrap: (wrap.first, -wrap.last, wrap.order),
     )
-    return not disjoint and not nested
+    still_open: list[Wrap] = []
+    for wrap in spans:
+        while still_open and still_open[-1].last < wrap.first:
+            still_open.pop()  # ended before this one starts: disjoint from it and all after
+        if still_open and still_open[-1].last < wrap.last:
+            # it starts inside the innermost open wrap and ends after it
+            one, other = sorted((still_open[-1], wrap), key=lambda each: each.order)
+            return one, other
+        still_open.append(wrap)
+    return None
 
 
 def _is_future_import(node: ast.stmt) -> bool:

@@ -22,6 +22,7 @@ import orjson
 from ncompass._files import move_if_absent, removed_on_error, temporary_path, write_atomic
 from ncompass.errors import NcompassError
 from ncompass.session.history import IterationRecord
+from ncompass.session.state_shape import state_shape_error
 from ncompass.spec.models import RewriteConfig
 
 STATE_FILE = "session.json"
@@ -114,9 +115,13 @@ class SessionStore:
                 f"{path}: the session state cannot be read ({error}); move it aside to start "
                 "the session afresh (traces and spec versions stay where they are)"
             ) from None
-        if not isinstance(state, dict) or not isinstance(state.get("iterations"), list):
-            raise SessionError(f"{path}: not a session state file")
-        return state
+        wrong = state_shape_error(state)
+        if wrong is not None:
+            raise SessionError(
+                f"{path}: not a session state file ({wrong}); fix it, or move it aside to start "
+                "the session afresh (traces and spec versions stay where they are)"
+            )
+        return state  # type: ignore[no-any-return]
 
     def save_state(self, iterations: list[IterationRecord], extra: dict[str, Any]) -> None:
         """Write the session state atomically."""

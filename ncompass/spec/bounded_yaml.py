@@ -3,8 +3,10 @@
 PyYAML composes ``*alias`` references as shared nodes, so a ten-line file of nested aliases (the
 "billion laughs" shape) is small as nodes but expands to billions of values once turned into
 Python data. :class:`BoundedLoader` counts, while composing, how many values each node expands
-to, and stops at the first node past :data:`MAX_YAML_VALUES`, naming its line. Deep nesting and
-recursive aliases are refused the same way, before any recursion can run away.
+to and how many of those its own text holds, and stops at the first node whose aliases add more
+than :data:`MAX_YAML_VALUES`, naming its line. Values written out are bounded by the file size
+(:data:`MAX_YAML_BYTES`) alone: a 1 MiB spec of 20k markers, no alias in it, is read. Deep
+nesting and recursive aliases are refused the same way, before any recursion can run away.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
 MAX_YAML_BYTES = 1 << 20
 """Largest YAML file read (1 MiB; a spec with hundreds of markers is a few KiB)."""
 MAX_YAML_VALUES = 100_000
-"""Most values (scalars, lists, mappings) a document may expand to, aliases included."""
+"""Most values (scalars, lists, mappings) aliases may add to a node, beyond those written out."""
 MAX_YAML_DEPTH = 100
 """Deepest nesting of lists and mappings."""
 
@@ -44,6 +46,7 @@ class _BoundedComposition(Composer):
 
     def _start_counting(self) -> None:
         self._expanded_sizes: dict[int, int] = {}
+        self._written = 0  # nodes composed from text so far (an alias is not one)
         self._depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
@@ -63,17 +66,19 @@ class _BoundedComposition(Composer):
                 problem=f"values nest deeper than {MAX_YAML_DEPTH} levels here",
                 problem_mark=mark,
             )
+        written_before = self._written
         try:
             node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
         if node is None:
             return None
+        self._written += 1
         size = 1 + sum(self._expanded_sizes.get(id(child), 1) for child in _children(node))
-        if size > MAX_YAML_VALUES:
+        if size - (self._written - written_before) > MAX_YAML_VALUES:
             raise YamlLimitError(
                 problem=f"this value expands to more than {MAX_YAML_VALUES:,} values through "
-                "aliases (*name); write it without nested aliases",
+                "aliases (*name) beyond those written out; write it without nested aliases",
                 problem_mark=node.start_mark,
             )
         self._expanded_sizes[id(node)] = size
@@ -118,8 +123,8 @@ def compose_bounded(text: str) -> yaml.Node | None:
     """The node tree of one YAML document.
 
     Raises:
-        YamlLimitError: the document expands past :data:`MAX_YAML_VALUES` values, nests deeper
-            than :data:`MAX_YAML_DEPTH`, or holds a recursive alias.
+        YamlLimitError: aliases add more than :data:`MAX_YAML_VALUES` values, the document
+            nests deeper than :data:`MAX_YAML_DEPTH`, or holds a recursive alias.
         yaml.YAMLError: it is not valid YAML.
     """
     loader = _LOADER(text)

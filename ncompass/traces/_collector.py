@@ -63,11 +63,15 @@ _KERNEL_CLASS_CODES = {kernel_class: code for code, kernel_class in enumerate(KE
 _COLUMN_LIMIT = 2**63
 """A correlation id or byte count from here on does not fit its 64-bit column: it is refused,
 written as an integer or not (a JSON decoder reads an integer beyond 64 bits as a float)."""
-_INFINITY = math.inf
+TIME_LIMIT_US = 2.0**53
+"""The largest ``ts`` or ``dur`` (in magnitude) a trace time can be: 2^53 µs, 285 years. Past it a
+float no longer holds whole microseconds, and no clock a profiler reads gets there (epoch
+microseconds are 1.8e15 in 2026); a 1e300 duration is a damaged value, refused like NaN."""
 
 
 class _UnusableTime(ValueError):
-    """A ``ts`` or ``dur`` that is no time: not a number (nor a quoted one), NaN or infinite."""
+    """A ``ts`` or ``dur`` that is no time: not a number (nor a quoted one), NaN, infinite, or
+    beyond :data:`TIME_LIMIT_US`."""
 
 
 _VALUE_ERRORS = (TypeError, OverflowError, _UnusableTime)
@@ -80,7 +84,7 @@ negative duration) to the Python fold, so this is the one place."""
 def _duration_value(value: object) -> float:
     """A ``dur`` as :func:`_time_value` reads it, an int or a float kept as the trace wrote it
     (an operator's maximum keeps its type)."""
-    if (type(value) is int or type(value) is float) and -_INFINITY < value < _INFINITY:
+    if (type(value) is int or type(value) is float) and -TIME_LIMIT_US <= value <= TIME_LIMIT_US:
         return value  # type: ignore[return-value]
     return _time_value(value)
 
@@ -90,7 +94,8 @@ def _time_value(value: object) -> float:
     field is missing or null, as before).
 
     Raises:
-        _UnusableTime: Not a number, NaN or infinite (1e309 reads as infinite).
+        _UnusableTime: Not a number, NaN, infinite (1e309 reads as infinite) or beyond
+            :data:`TIME_LIMIT_US`.
         OverflowError: An integer too large for a float.
     """
     if value is None:
@@ -104,7 +109,7 @@ def _time_value(value: object) -> float:
             raise _UnusableTime(value) from None
     else:
         raise _UnusableTime(value)
-    if not -_INFINITY < number < _INFINITY:
+    if not -TIME_LIMIT_US <= number <= TIME_LIMIT_US:  # NaN fails this too
         raise _UnusableTime(value)
     return number
 
@@ -125,7 +130,7 @@ def marker_group(name: str) -> str:
     return "ProfilerStep#*" if _PROFILER_STEP.match(name) else name
 
 
-@dataclass
+@dataclass(slots=True)
 class Marker:
     """One marker range on a CPU thread, with its links filled in by :func:`link_trace`."""
 
@@ -331,8 +336,8 @@ class Collector:
                             and category in _INLINE_CATEGORIES
                             and (type(length) is float or type(length) is int)
                             and (type(timestamp) is float or type(timestamp) is int)
-                            and 0 <= length < _INFINITY
-                            and -_INFINITY < timestamp < _INFINITY
+                            and 0 <= length <= TIME_LIMIT_US
+                            and -TIME_LIMIT_US <= timestamp <= TIME_LIMIT_US
                             and origin is not None
                             and type(name := event.name) is str
                         ):
@@ -560,7 +565,7 @@ class Collector:
         if (
             (type(timestamp) is float or type(timestamp) is int)
             and self._origin is not None
-            and -_INFINITY < timestamp < _INFINITY
+            and -TIME_LIMIT_US <= timestamp <= TIME_LIMIT_US
         ):
             start = timestamp - self._origin
         else:
@@ -779,9 +784,11 @@ def _no_time(value: object) -> str:
     if isinstance(value, bool):
         return "a number"
     try:
-        float(value)  # type: ignore[arg-type]
+        number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return "a number"
+    if math.isfinite(number):
+        return "a time in microseconds: beyond ±2^53 µs (285 years), no clock gets there"
     return "a finite number"
 
 

@@ -253,10 +253,12 @@ static int plain_value(const Value *value, double *number, int *is_int) {
     return 1;
 }
 
-/* Times the C fold takes: finite, and a duration not negative (Python refuses NaN and
- * infinity, and leaves out a negative duration with a warning). */
+/* Times the C fold takes: within +-2^53 us (285 years), and a duration not negative (Python
+ * refuses NaN, infinity and what lies beyond, TIME_LIMIT_US in _collector.py, and leaves out a
+ * negative duration with a warning). The comparisons are false for NaN. */
 static int usable_times(double timestamp, double duration) {
-    return isfinite(timestamp) && isfinite(duration) && duration >= 0;
+    const double limit = (double)EXACT_INTEGER_LIMIT;
+    return timestamp >= -limit && timestamp <= limit && duration >= 0 && duration <= limit;
 }
 
 /* A pid or tid the record can name: a plain string, an int64, or absent. */
@@ -450,4 +452,74 @@ done:
     PyMem_Free(records);
     PyMem_Free(others.data);
     return result;
+}
+
+PyDoc_STRVAR(object_members_doc,
+             "object_members(text, start, end)\n--\n\n"
+             "The members of the JSON object text[start:end] (its '{' to its '}'): a list of "
+             "(key_start, key_end, value_start, value_end) offsets into text, the key with its "
+             "quotes; None when the text is not one strictly valid object (the general decoder "
+             "then reads it and says what is wrong). For a trace's header, whose values may be "
+             "too large to decode into Python objects (see _scanner.py).");
+
+static PyObject *object_members(PyObject *Py_UNUSED(module), PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &end)) return NULL;
+    PyObject *members = NULL;
+    if (start < 0 || end > view.len || start >= end) goto unusual;
+    const unsigned char *base = (const unsigned char *)view.buf;
+    Cursor cursor = {base + start, base + end};
+    if (*cursor.at != '{') goto unusual;
+    members = PyList_New(0);
+    if (members == NULL) goto done;
+    cursor.at++;
+    skip_whitespace(&cursor);
+    if (cursor.at < cursor.end && *cursor.at == '}') {
+        cursor.at++;
+    } else {
+        for (;;) {
+            int escaped;
+            const unsigned char *key = cursor.at;
+            if (cursor.at >= cursor.end || *cursor.at != '"' || !read_string(&cursor, &escaped))
+                goto unusual;
+            const unsigned char *key_end = cursor.at;
+            skip_whitespace(&cursor);
+            if (cursor.at >= cursor.end || *cursor.at != ':') goto unusual;
+            cursor.at++;
+            skip_whitespace(&cursor);
+            const unsigned char *value = cursor.at;
+            if (!skip_value(&cursor, 1)) goto unusual;
+            PyObject *member = Py_BuildValue("(nnnn)", (Py_ssize_t)(key - base),
+                                             (Py_ssize_t)(key_end - base),
+                                             (Py_ssize_t)(value - base),
+                                             (Py_ssize_t)(cursor.at - base));
+            if (member == NULL || PyList_Append(members, member) < 0) {
+                Py_XDECREF(member);
+                Py_CLEAR(members);
+                goto done;
+            }
+            Py_DECREF(member);
+            skip_whitespace(&cursor);
+            if (cursor.at < cursor.end && *cursor.at == ',') {
+                cursor.at++;
+                skip_whitespace(&cursor);
+                continue;
+            }
+            if (cursor.at < cursor.end && *cursor.at == '}') {
+                cursor.at++;
+                break;
+            }
+            goto unusual;
+        }
+    }
+    skip_whitespace(&cursor);
+    if (cursor.at != cursor.end) goto unusual;
+    goto done;
+unusual:
+    Py_XDECREF(members);
+    members = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return members;
 }

@@ -1382,6 +1382,7 @@ static PyMethodDef module_functions[] = {
     {"launches_in_time_order", launches_in_time_order, METH_VARARGS,
      launches_in_time_order_doc},
     {"parse_events", parse_events, METH_VARARGS, parse_events_doc},
+    {"object_members", object_members, METH_VARARGS, object_members_doc},
     {"assign_launches", assign_launches, METH_VARARGS, assign_launches_doc},
     {NULL, NULL, 0, NULL},
 };

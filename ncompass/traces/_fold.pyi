@@ -61,3 +61,9 @@ def assign_launches(
     marker_end: array[float],
 ) -> int:
     """``link._assign_launches`` where ranges nest; returns the next launch's position."""
+
+def object_members(
+    text: bytes | bytearray | memoryview, start: int, end: int
+) -> list[tuple[int, int, int, int]] | None:
+    """The (key_start, key_end, value_start, value_end) of each member of the JSON object
+    ``text[start:end]``; None when it is not one strictly valid object."""

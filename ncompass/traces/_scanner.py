@@ -25,6 +25,12 @@ from typing import Any
 import orjson
 
 from ncompass.traces.events import Event
+from ncompass.traces.raw_json import RAW_VALUE_BYTES, RawJson
+
+try:
+    from ncompass.traces import _fold
+except ImportError:  # built without a C compiler: headers are decoded whole, as orjson does
+    _fold = None  # type: ignore[assignment]
 
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 BETWEEN_EVENTS = _BETWEEN_EVENTS
@@ -473,8 +479,7 @@ class EventScanner:
         # the keys after the events, read in place: the ',' before them becomes the '{'
         buffer[first] = 0x7B
         try:
-            with memoryview(buffer) as whole, whole[first:] as view:
-                decoded = orjson.loads(view)
+            decoded = _decode_members(buffer, first, len(buffer))
         except orjson.JSONDecodeError as error:
             raise ScanError(
                 self.offset + first - self._position + error.pos,
@@ -515,12 +520,37 @@ def _decode_object_before(buffer: bytearray, start: int, key: int) -> Any:
     kept = buffer[end]
     buffer[end] = 0x7D  # '}'
     try:
-        with memoryview(buffer) as whole, whole[start : end + 1] as view:
-            return orjson.loads(view)
+        return _decode_members(buffer, start, end + 1)
     except orjson.JSONDecodeError:
         return None
     finally:
         buffer[end] = kept
+
+
+def _decode_members(buffer: bytearray, start: int, end: int) -> Any:
+    """The JSON object ``buffer[start:end]``, decoded; a member whose value is more than
+    :data:`RAW_VALUE_BYTES` of text is kept as :class:`RawJson` (decoded, one such value cost
+    up to 16 times its size).
+
+    Raises:
+        orjson.JSONDecodeError: the text is not valid JSON.
+    """
+    members = None
+    if _fold is not None and end - start > RAW_VALUE_BYTES:
+        members = _fold.object_members(buffer, start, end)
+    with memoryview(buffer) as whole:
+        if members is None:  # small, or not strictly valid: orjson reads it (and says why)
+            with whole[start:end] as view:
+                return orjson.loads(view)
+        decoded: dict[str, Any] = {}
+        for key_start, key_end, value_start, value_end in members:
+            with whole[key_start:key_end] as key, whole[value_start:value_end] as value:
+                name = orjson.loads(key)
+                if value_end - value_start > RAW_VALUE_BYTES:
+                    decoded[name] = RawJson(value)  # checked valid by object_members
+                else:
+                    decoded[name] = orjson.loads(value)
+        return decoded
 
 
 def _backslashes_before(buffer: bytearray, start: int, end: int) -> int:

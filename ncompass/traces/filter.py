@@ -14,7 +14,11 @@ from functools import partial
 from pathlib import Path
 
 from ncompass.errors import TraceError
-from ncompass.overwrite_guard import refuse_overwriting_inputs
+from ncompass.overwrite_guard import (
+    refuse_overwriting_inputs,
+    refuse_replacing,
+    unwritable_reason,
+)
 from ncompass.traces.events import (
     FLOW_PHASES,
     GPU_CATEGORIES,
@@ -39,6 +43,7 @@ def filter_trace(
     include_direct_children: bool = False,
     min_duration_us: float = 0.0,
     progress: bool | None = None,
+    replace: bool = True,
 ) -> Path:
     """Write a smaller trace with only the markers and, optionally, what ran inside them.
 
@@ -51,6 +56,7 @@ def filter_trace(
         include_direct_children: Keep the CPU events directly nested in a marker.
         min_duration_us: Drop complete events shorter than this (metadata is always kept).
         progress: Progress bar on stderr (None: only on a terminal, for large files).
+        replace: Replace a file already at the output path (False: refuse, before reading).
 
     Returns:
         The path written.
@@ -58,10 +64,12 @@ def filter_trace(
     Raises:
         TraceError: The input is missing or corrupt, or the output cannot be written.
         OutputIsInputError: ``output_path`` is the input itself.
+        OutputExistsError: The output exists and ``replace`` is false (left unchanged).
     """
     source = Path(path)
     target = Path(output_path) if output_path is not None else _default_output(source)
     refuse_overwriting_inputs(target, [source])
+    refuse_replacing(target, replace=replace)
     trace = link_trace(source, progress=progress)
     launched_in_markers = (
         _correlations_launched_in_markers(trace) if include_cuda_kernels else set()
@@ -88,6 +96,7 @@ def filter_traces(
     min_duration_us: float = 0.0,
     jobs: int | None = 1,
     progress: bool | None = None,
+    replace: bool = True,
 ) -> list[Path]:
     """Filter several traces into one directory, as :func:`filter_trace` filters one.
 
@@ -102,6 +111,7 @@ def filter_traces(
         jobs: Files filtered at once in worker processes; None for one per core, 1 for one by
             one in this process. The files written are the same either way.
         progress: Progress bar on stderr (None: only on a terminal, for large inputs).
+        replace: Replace files already in ``output_dir`` (False: refuse, before reading any).
 
     Returns:
         The paths written, in the order of ``paths``.
@@ -110,6 +120,7 @@ def filter_traces(
         TraceError: An input is missing or corrupt, two inputs would be written to one file,
             or the directory cannot be created.
         OutputIsInputError: An output would be one of the inputs.
+        OutputExistsError: An output exists and ``replace`` is false (nothing was written).
     """
     directory = Path(output_dir)
     targets = [directory / _default_output(Path(path)).name for path in paths]
@@ -122,10 +133,12 @@ def filter_traces(
             )
         written_by[target] = path
         refuse_overwriting_inputs(target, paths)
+        refuse_replacing(target, replace=replace)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise TraceError(f"{directory}: cannot create the directory ({error.strerror})") from None
+        reason = unwritable_reason(directory, error)
+        raise TraceError(f"{directory}: cannot create the directory ({reason})") from None
     filter_one = partial(
         _filter_into,
         output_dir=directory,

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ncompass.errors import TraceError
-from ncompass.overwrite_guard import refuse_overwriting_inputs
+from ncompass.overwrite_guard import refuse_overwriting_inputs, refuse_replacing
 from ncompass.traces.events import Event, microseconds
 from ncompass.traces.identity import RankOwners, run_processes, trace_identity
 from ncompass.traces.parallel import map_traces, worker_count
@@ -71,6 +71,7 @@ def merge_traces(
     *,
     progress: bool | None = None,
     jobs: int | None = 1,
+    replace: bool = True,
 ) -> Path:
     """Merge traces of several ranks into one trace file.
 
@@ -82,6 +83,7 @@ def merge_traces(
         progress: Progress bar on stderr (None: only on a terminal, for large files).
         jobs: Ranks rewritten at once in worker processes; None for one per core, 1 for one
             by one in this process. The file written is the same byte for byte either way.
+        replace: Replace a file already at ``output_path`` (False: refuse, before reading).
 
     Returns:
         The path written.
@@ -90,10 +92,12 @@ def merge_traces(
         TraceError: A trace is missing or corrupt, two traces claim the same rank, or no trace
             was given.
         OutputIsInputError: ``output_path`` is one of ``paths``.
+        OutputExistsError: ``output_path`` exists and ``replace`` is false (left unchanged).
     """
     if not paths:
         raise TraceError("merge needs at least one trace file")
     refuse_overwriting_inputs(output_path, paths)
+    refuse_replacing(output_path, replace=replace)
     metadata = [read_metadata(path) for path in paths]
     plans = _plan(paths, metadata)
     header: dict[str, Any] = {"schemaVersion": metadata[0].get("schemaVersion", 1)}

@@ -6,6 +6,7 @@ chunk of text at a time and handed out in batches.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,15 @@ def _size_of(path: Path) -> int:
     try:
         if path.is_dir():
             raise TraceError(f"{path} is a directory: pass a trace file (.json or .json.gz)")
-        return path.stat().st_size
+        status = path.stat()
+        if not stat.S_ISREG(status.st_mode):
+            # a pipe (`<(zcat ...)`, /dev/stdin) reads once, and commands read a trace twice
+            what = "a pipe" if stat.S_ISFIFO(status.st_mode) else "not a regular file"
+            raise TraceError(
+                f"{path} is {what}: a trace is read more than once, so it must be a file; "
+                "save it to one first (… > trace.json) and pass that"
+            )
+        return status.st_size
     except FileNotFoundError:
         raise TraceError(f"{path}: no such trace file; check the path") from None
     except OSError as error:

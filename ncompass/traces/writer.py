@@ -13,7 +13,9 @@ import orjson
 
 from ncompass._files import temporary_path
 from ncompass.errors import TraceError
+from ncompass.overwrite_guard import unwritable_reason
 from ncompass.traces.events import Event
+from ncompass.traces.raw_json import raw_json_default
 
 _GZIP_LEVEL = 6  # zlib's default: near-best size at a few times the speed of level 9
 # The compressor is fed blocks of this size (the last one shorter), whatever the writes were:
@@ -45,7 +47,8 @@ class TraceWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             raw = open(self._partial, "wb")  # noqa: SIM115 - closed in close()
         except OSError as error:
-            raise TraceError(f"{self.path}: cannot write the trace ({error.strerror})") from None
+            reason = unwritable_reason(self.path, error)
+            raise TraceError(f"{self.path}: cannot write the trace ({reason})") from None
         self._stream: IO[bytes] | _Blocks = raw
         if self.path.name.endswith(".gz"):
             self._stream = _Blocks(
@@ -56,7 +59,9 @@ class TraceWriter:
             )
         self._raw = raw
         header = {key: value for key, value in (metadata or {}).items() if key != "traceEvents"}
-        opening = orjson.dumps(header)[:-1]  # drop the closing '}' to continue the object
+        opening = orjson.dumps(header, default=raw_json_default)[
+            :-1
+        ]  # drop the closing '}' to continue the object
         self._stream.write(opening + (b", " if header else b"") + b'"traceEvents": [\n')
 
     def write(self, event: Event) -> None:
@@ -96,13 +101,17 @@ class TraceWriter:
         """
         closing = b"\n]"
         if trailer:
-            closing += b", " + orjson.dumps(dict(trailer))[1:]
+            closing += b", " + orjson.dumps(dict(trailer), default=raw_json_default)[1:]
         else:
             closing += b"}"
         self._stream.write(closing + b"\n")
         self._stream.close()
         self._raw.close()
-        os.replace(self._partial, self.path)
+        try:
+            os.replace(self._partial, self.path)  # over a symlink, not through it
+        except OSError as error:  # a folder of that name, say
+            self._partial.unlink(missing_ok=True)
+            raise TraceError(f"{self.path}: cannot write the trace ({error.strerror})") from None
         return self.path
 
     def discard(self) -> None:

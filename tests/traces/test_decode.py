@@ -198,7 +198,7 @@ def edge_numbers_trace(path: Path) -> Path:
     builder.add(ph="X", cat="cpu_op", name="float-then-int", pid=CPU_PID, tid=1, ts=20, dur=1.5)
     builder.add(ph="X", cat="cpu_op", name="float-then-int", pid=CPU_PID, tid=1, ts=22, dur=4)
     builder.add(ph="X", cat="cpu_op", name="quoted-duration", pid=CPU_PID, tid=1, ts=30, dur="2")
-    builder.add(ph="X", cat="cpu_op", name="huge-start", pid=CPU_PID, tid=1, ts=2**60 + 1, dur=1)
+    builder.add(ph="X", cat="cpu_op", name="huge-start", pid=CPU_PID, tid=1, ts=2**53, dur=1)
     builder.add(ph="X", cat="cuda_driver", name="cuLaunchKernel", pid=CPU_PID, tid=2, ts=40,
                 dur=1, args={"correlation": 77})  # fmt: skip
     builder.add(

@@ -69,7 +69,8 @@ def random_number_texts(count: int, seed: int) -> list[str]:
 
 
 def test_numbers_are_read_as_python_reads_them(tmp_path: Path) -> None:
-    texts = random_number_texts(3000, seed=14)
+    # beyond 2^53 µs a duration is refused (TIME_LIMIT_US), whoever reads it: no fold to compare
+    texts = [t for t in random_number_texts(3000, seed=14) if abs(float(t)) <= 2**53]
     with pytest.warns(EventsLeftOutWarning):  # the negative durations, read all the same
         read = durations_read_from(tmp_path, texts)
     expected = [float(json.loads(text)) for text in texts]

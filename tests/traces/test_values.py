@@ -112,17 +112,18 @@ def refusal(kind: str, field: str, value: Any) -> tuple[str, int] | None:
 
 
 def is_no_time(value: Any) -> bool:
-    """Whether a ts or dur is refused as no time: not a number (nor a quoted one), NaN or
-    infinite; a missing (null) one reads as 0, an integer too large for a float has its own
-    words."""
+    """Whether a ts or dur is refused as no time: not a number (nor a quoted one), NaN,
+    infinite or beyond 2^53 µs in magnitude; a missing (null) one reads as 0, an integer too
+    large for a float has its own words."""
     if value is None or (type(value) is int and abs(value) > 1e308):
         return False
     if not isinstance(value, (int, float, str)) or isinstance(value, bool):
         return True
     try:
-        return not math.isfinite(float(value))
+        number = float(value)
     except ValueError:
         return True
+    return not math.isfinite(number) or abs(number) > 2**53
 
 
 def with_value(kind: str, field: str, value: Any) -> TraceBuilder:
@@ -225,7 +226,7 @@ def test_a_range_never_ended_is_named_by_its_begin(tmp_path: Path) -> None:
 ODD_EVENTS = {
     "kernel pid 2**64 + 1": ({"pid": 2**64 + 1}, None),
     "cpu_op name 2**70": ({"cat": "cpu_op", "name": 2**70}, None),
-    "cpu_op dur 2**64": ({"cat": "cpu_op", "dur": 2**64}, None),
+    "cpu_op dur 2**64": ({"cat": "cpu_op", "dur": 2**64}, "has a dur of 1.8446744"),
     "marker name 2**65": ({"cat": "user_annotation", "name": 2**65}, None),
     "kernel correlation 2**63": ({"args": {"correlation": 2**63}}, "has args.correlation"),
     "kernel correlation 2**64": ({"args": {"correlation": 2**64}}, "has args.correlation"),
@@ -377,3 +378,43 @@ def test_summarize_refuses_a_nan_duration_in_one_line(tmp_path: Path) -> None:
         f'error: {path}: cannot link the trace: the 5th event (ph "X", name "k") has a dur of '
         "NaN, which is not a finite number. Fix or remove that event, or export the trace again."
     ]
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "shown"),
+    [("dur", "1e300", "1e+300"), ("ts", "1e18", "1e+18"), ("ts", "-1e18", "-1e+18")],
+)
+def test_a_time_beyond_285_years_is_refused_alike_on_every_path(
+    field: str, text: str, shown: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # found by trying it: a dur of 1e300 was summed and printed as 300-digit seconds
+    path = with_times({4: {field: "PLACEHOLDER"}}).write(tmp_path / "t.json")
+    path.write_text(path.read_text().replace('"PLACEHOLDER"', text))
+    outcomes = outcomes_every_way(path, monkeypatch)
+    assert all(other == outcomes[0] for other in outcomes)
+    kind, message = outcomes[0]
+    assert kind == "TraceValueError"
+    assert (
+        f'the 5th event (ph "X", name "k") has a {field} of {shown}, which is not a time in '
+        "microseconds: beyond ±2^53 µs (285 years), no clock gets there. Fix or remove"
+    ) in message
+
+
+def test_a_time_of_2_to_the_53_microseconds_is_still_a_time(tmp_path: Path) -> None:
+    path = with_times({4: {"ts": 2**53, "dur": 1}}).write(tmp_path / "t.json")
+    trace = link_trace(path, progress=False)
+    starts = [*trace.gpu.start, *trace.launches.start]
+    assert 2**53 - trace.origin_us in starts
+
+
+def test_summarize_refuses_a_300_digit_duration_in_one_line(tmp_path: Path) -> None:
+    path = with_times({4: {"dur": 1e300}}).write(tmp_path / "t.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "ncompass", "summarize", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout[-2000:]
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "has a dur of 1e+300, which is not a time in microseconds" in done.stderr
