@@ -12,6 +12,7 @@ from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.compiled_region_text import compiled_region_lines
 from ncompass.analysis.markdown_report import compiled_headline
 from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT, timeline_svg
+from ncompass.analysis.printable_names import read_printable
 from ncompass.analysis.processes_page import run_html_sections
 from ncompass.analysis.setup_text import setup_sentences
 from ncompass.analysis.summary_types import (
@@ -111,9 +112,8 @@ def _timeline(structured: StructuredSummary) -> Timeline | dict[str, Any]:
     if not path.is_file():
         return {}
     from ncompass.analysis.timeline import busy_timeline
-    from ncompass.traces.link import link_trace
 
-    return busy_timeline(link_trace(path, progress=False))
+    return busy_timeline(read_printable(path, progress=False))
 
 
 def _breakdown_chart(breakdown: BreakdownRow) -> str:

@@ -17,11 +17,11 @@ from ncompass.analysis.markers import (
     may_hold_compiled_kernels,
 )
 from ncompass.analysis.operations import build_operations, kernel_stats
+from ncompass.analysis.printable_names import read_printable
 from ncompass.analysis.processes import run_report
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
 from ncompass.analysis.summary_types import Focus, StructuredSummary, Summary
 from ncompass.analysis.timeline import busy_timeline
-from ncompass.traces.link import link_trace
 from ncompass.traces.unrecorded_markers import sidecar_unrecorded_markers
 
 
@@ -57,7 +57,7 @@ def summarize_trace(
     Raises:
         TraceError: The file is missing, truncated or not a trace.
     """
-    trace = link_trace(path, progress=progress, jobs=jobs)
+    trace = read_printable(path, progress=progress, jobs=jobs)
     timeline = busy_timeline(trace)  # first: its sweep's memory comes before the kernel table's
     rank = trace.identity.rank_or(0)
     breakdown = rank_breakdown(trace, rank)
