@@ -8,6 +8,7 @@ from typing import Any
 
 from ncompass._format import format_duration
 from ncompass.analysis.compiled_region_text import compiled_region_lines
+from ncompass.analysis.machine_wait import CONTENDED_WAIT_SHARE, busy_machine_sentence
 from ncompass.analysis.processes import run_markdown
 from ncompass.analysis.setup_text import setup_sentences
 from ncompass.analysis.summary_types import (
@@ -51,6 +52,9 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     lines.append("")
     if "unrecorded_markers" in trace:  # markers that fired into NVTX, absent from this trace
         lines += [unrecorded_markers_advice(trace["unrecorded_markers"]), ""]
+    waited = trace.get("cpu_waited_share")
+    if waited is not None and waited >= CONTENDED_WAIT_SHARE:  # the figures are stretched
+        lines += [busy_machine_sentence(waited), ""]
     lines += _setup_lines(trace)
     focus = structured.get("focus") or {}
     if focus.get("target_module") or focus.get("feedback_text"):

@@ -8,6 +8,7 @@ from typing import Any, cast
 from ncompass.analysis.breakdown import rank_breakdown
 from ncompass.analysis.compiled_regions import compiled_region_stats
 from ncompass.analysis.html_page import SummaryReport
+from ncompass.analysis.machine_wait import cpu_waited_share
 from ncompass.analysis.markdown_report import render_markdown
 from ncompass.analysis.markers import (
     MarkerStats,
@@ -98,6 +99,9 @@ def summarize_trace(
     }
     if regions is not None:
         structured["compiled_code"] = regions
+    waited = cpu_waited_share(path)
+    if waited is not None:
+        structured["trace"]["cpu_waited_share"] = waited
     unrecorded = sidecar_unrecorded_markers(path)
     if unrecorded is not None:
         structured["trace"]["unrecorded_markers"] = unrecorded

@@ -172,6 +172,7 @@ class TraceInfo(TypedDict):
     setup: SetupRow
     # markers placed with `context: nvtx` under `--profiler torch` (from the run's sidecar)
     unrecorded_markers: NotRequired[UnrecordedMarkers]
+    cpu_waited_share: NotRequired[float]  # from the sidecar: the main thread's wait for a CPU
 
 
 class UncreditedRow(TypedDict):
