@@ -40,9 +40,12 @@ def render_ranks_html(summary: RanksSummary) -> str:
     return "\n".join(parts) + "\n"
 
 
-def ranks_html_sections(structured: RanksStructured, *, heading: str) -> list[str]:
+def ranks_html_sections(
+    structured: RanksStructured, *, heading: str, table_title: bool = True
+) -> list[str]:
     """The several-rank report below its title, as HTML parts: the slowest rank, the GPU time
-    chart, the rank table, markers and kernels per rank, findings (``heading``: ``h2``)."""
+    chart, the rank table, markers and kernels per rank, findings (``heading``: ``h2``;
+    ``table_title``: False under a section already titled with the ranks)."""
     ranks = structured["ranks"]
     label = structured["label"]
     has_gpu = any(row["gpu_events"] for row in ranks)
@@ -56,7 +59,8 @@ def ranks_html_sections(structured: RanksStructured, *, heading: str) -> list[st
     return [
         f"<p>{escape(slowest.replace('**', ''))}</p>",
         *([title(f"GPU time per {label}"), _ranks_chart(ranks, label)] if has_gpu else []),
-        title(f"{label.capitalize()}s"),
+        # under a page's own "Ranks (N)" section the table needs no second "Ranks" title
+        *([title(f"{label.capitalize()}s")] if table_title else []),
         _rank_table(ranks, label),
         *(
             [title("Collectives: waiting and transfer"), _wait_table(stragglers)]
