@@ -8,6 +8,7 @@ from typing import Any
 
 from ncompass._format import format_duration
 from ncompass.analysis.compiled_region_text import compiled_region_lines
+from ncompass.analysis.foreign_events import foreign_markdown
 from ncompass.analysis.machine_wait import CONTENDED_WAIT_SHARE, busy_machine_sentence
 from ncompass.analysis.processes import run_markdown
 from ncompass.analysis.setup_text import setup_sentences
@@ -39,6 +40,9 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     """
     trace = structured["trace"]
     lines = [f"# Trace summary: {Path(trace['path']).name}", ""]
+    foreign = structured.get("foreign")
+    if foreign is not None:  # another tool's trace: what it holds, not empty profiler tables
+        return "\n".join([*lines, *foreign_markdown(foreign)]).rstrip() + "\n"
     has_gpu = bool(trace["gpu_events"])
     run = structured.get("run")
     who = f"Rank {trace['rank']}"

@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from ncompass.analysis.breakdown import rank_breakdown
 from ncompass.analysis.compiled_regions import compiled_region_stats
+from ncompass.analysis.foreign_events import foreign_events, holds_no_profiler_events
 from ncompass.analysis.html_page import SummaryReport
 from ncompass.analysis.machine_wait import cpu_waited_share
 from ncompass.analysis.markdown_report import render_markdown
@@ -105,6 +106,8 @@ def summarize_trace(
     unrecorded = sidecar_unrecorded_markers(path)
     if unrecorded is not None:
         structured["trace"]["unrecorded_markers"] = unrecorded
+    if holds_no_profiler_events(trace) and trace.event_counts:  # another tool's trace
+        structured["foreign"] = foreign_events(path, top=top)
     run = run_report(trace, top=top)
     if run is not None:  # a run's merged trace: per process and per rank as well
         structured["run"] = run

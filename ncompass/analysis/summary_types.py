@@ -13,6 +13,7 @@ from typing import Any, Literal
 # typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass.analysis.foreign_events import ForeignEvents
 from ncompass.analysis.ranks_types import RunReport
 from ncompass.traces.unrecorded_markers import UnrecordedMarkers
 
@@ -244,6 +245,7 @@ class StructuredSummary(TypedDict):
     narrative: NotRequired[Narrative]
     compiled_code: NotRequired[CompiledRegionRow]
     run: NotRequired[RunReport]  # a run's merged trace of several processes
+    foreign: NotRequired[ForeignEvents]  # a trace without torch profiler events
 
 
 class Summary(TypedDict):
