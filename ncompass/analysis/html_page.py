@@ -10,6 +10,7 @@ from typing import Any, Literal, cast
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.compiled_region_text import compiled_region_lines
+from ncompass.analysis.evidence_text import evidence_sentence
 from ncompass.analysis.markdown_report import compiled_headline
 from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT, timeline_svg
 from ncompass.analysis.printable_names import read_printable
@@ -231,9 +232,7 @@ def _bottlenecks(bottlenecks: list[BottleneckRow]) -> str:
         return "<p>No rule fired: nothing stands out.</p>"
     items = []
     for finding in bottlenecks:
-        evidence = ", ".join(
-            f"{escape(str(k))}={escape(_number(v))}" for k, v in finding["evidence"].items()
-        )
+        evidence = escape(evidence_sentence(finding["evidence"]))
         items.append(
             f'<li><span class="sev-{escape(finding["severity"])}">[{escape(finding["severity"])}]'
             f"</span> <b>{escape(finding['rule'])}</b>: {escape(finding['title'])}"

@@ -8,6 +8,7 @@ from typing import Any
 
 from ncompass._format import format_duration
 from ncompass.analysis.compiled_region_text import compiled_region_lines
+from ncompass.analysis.evidence_text import evidence_sentence
 from ncompass.analysis.foreign_events import foreign_markdown
 from ncompass.analysis.machine_wait import CONTENDED_WAIT_SHARE, busy_machine_sentence
 from ncompass.analysis.processes import run_markdown
@@ -145,9 +146,7 @@ def _bottleneck_section(bottlenecks: list[BottleneckRow]) -> list[str]:
         return [*lines, "No rule fired: nothing stands out.", ""]
     for number, finding in enumerate(bottlenecks, start=1):
         lines.append(f"{number}. **[{finding['severity']}] {finding['rule']}**: {finding['title']}")
-        evidence = ", ".join(
-            f"{key}={_number(value)}" for key, value in finding["evidence"].items()
-        )
+        evidence = evidence_sentence(finding["evidence"])
         lines.append(f"   - evidence: {evidence}")
     lines.append("")
     return lines
