@@ -152,6 +152,10 @@ def _bottleneck_section(bottlenecks: list[BottleneckRow]) -> list[str]:
     return lines
 
 
+# The marker table's denominator, named: findings say theirs (the steady state, or steps).
+_SHARE_NOTE = "CPU share: a marker's CPU total over the whole CPU wall time of the trace."
+
+
 def _marker_table(
     rows: Sequence[MarkerRow],
     has_gpu: bool,
@@ -162,7 +166,7 @@ def _marker_table(
     column (torch.compile's time inside each marker) only when some marker held a compilation."""
     if not rows:
         return []
-    lines = [f"## {title}", ""] if title else []
+    lines = [f"## {title}", "", _SHARE_NOTE, ""] if title else []
     gpu_header = " GPU total | GPU events |" if has_gpu else ""
     gpu_rule = "---:|---:|" if has_gpu else ""
     compile_header, compile_rule = (" of it compiling |", "---:|") if compiling else ("", "")

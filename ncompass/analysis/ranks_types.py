@@ -111,6 +111,7 @@ class RunReport(TypedDict):
 
     processes: list[ProcessRow]
     ranks: NotRequired[RanksStructured]
+    program_span_us: NotRequired[float]  # the union of the processes' marker/launch spans
 
 
 __all__ = [

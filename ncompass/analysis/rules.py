@@ -337,7 +337,11 @@ def dominant_marker(facts: RuleInput) -> list[Bottleneck]:
     }
     if setup.compile_us:
         evidence["compile_inside_us"] = top.cpu_total_us - steady[name]
-    title = f"'{top.name}' takes {share:.0%} of the profiled CPU time"
+    # the denominator named, so that it is not read as the marker table's share of the wall
+    of = "the profiler steps' time" if steps is not None else "the steady state"
+    if steps is None and setup.setup_us > 0:
+        of += " (CPU wall time less setup)"
+    title = f"'{top.name}' takes {share:.0%} of {of}"
     severity = "medium"
     advice = (
         f"Drill into '{top.name}': {unexplained:.0%} of its time is not covered by "

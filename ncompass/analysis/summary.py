@@ -111,6 +111,8 @@ def summarize_trace(
     run = run_report(trace, top=top)
     if run is not None:  # a run's merged trace: per process and per rank as well
         structured["run"] = run
+        if "program_span_us" in run:
+            structured["trace"]["program_span_us"] = run["program_span_us"]
     report = SummaryReport(markdown=render_markdown(structured, top=top), structured=structured)
     return cast(Summary, report)
 

@@ -174,6 +174,7 @@ class TraceInfo(TypedDict):
     # markers placed with `context: nvtx` under `--profiler torch` (from the run's sidecar)
     unrecorded_markers: NotRequired[UnrecordedMarkers]
     cpu_waited_share: NotRequired[float]  # from the sidecar: the main thread's wait for a CPU
+    program_span_us: NotRequired[float]  # a run's merged trace: when its processes ran code
 
 
 class UncreditedRow(TypedDict):

@@ -38,17 +38,14 @@ for call in range(20):
 WORK = """
 import time
 
-import torch
-
 
 def step(x, slow_first, first):
+    # sleeps, not work: a busy machine stretches work, and the point is the calls' spread
     if slow_first and first:
-        time.sleep(0.3)  # a warm-up: one call of 300 ms among calls of about a millisecond
+        time.sleep(2.0)  # a warm-up: one call of 2 s among calls of microseconds
     elif not slow_first:
-        time.sleep(0.02)  # every call is slow
-    for _ in range(5):
-        x = torch.tanh(x @ x)
-    return x
+        time.sleep(0.05)  # every call is slow
+    return sum(range(200)) + float(x[0, 0])
 """
 
 SPEC = """

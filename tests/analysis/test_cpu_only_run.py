@@ -48,3 +48,18 @@ def test_timeline_lanes_are_per_rank(gloo_run: Path) -> None:  # noqa: F811
     names = {lane["name"] for lane in lanes}
     assert {"rank 0: work.compute", "rank 1: work.compute"} <= names
     assert "work.compute" not in names
+
+
+def test_the_launchers_wait_is_not_program_time(gloo_run: Path) -> None:  # noqa: F811
+    summary = summarize_trace(gloo_run / "out" / "run.json")
+    trace = summary["structured"]["trace"]
+    processes = summary["structured"]["run"]["processes"]
+    ranks = [row for row in processes if row["rank"] is not None]
+    program = trace["program_span_us"]
+    # the ranks run at the same time: their union is at least the longest and at most the sum
+    assert max(row["wall_us"] for row in ranks) <= program <= sum(row["wall_us"] for row in ranks)
+    assert program < trace["cpu_wall_us"]
+    assert (
+        "is process launch, start-up before the profiled code and teardown" in (summary["markdown"])
+    )
+    assert "CPU share: a marker's CPU total over the whole CPU wall time" in summary["markdown"]
