@@ -12,6 +12,7 @@ from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.compiled_region_text import compiled_region_lines
 from ncompass.analysis.evidence_text import evidence_sentence
 from ncompass.analysis.markdown_report import compiled_headline
+from ncompass.analysis.marker_tree_page import marker_tree_html
 from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT, timeline_svg
 from ncompass.analysis.printable_names import read_printable
 from ncompass.analysis.processes_page import run_html_sections
@@ -81,6 +82,7 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
         timeline_svg(_timeline(structured)),
         *(["<h2>GPU time</h2>", _breakdown_chart(structured["breakdown"])] if has_gpu else []),
         "<h2>Markers</h2>",
+        *marker_tree_html(structured.get("marker_tree")),
         _marker_chart([op for op in operations if op["kind"] == "marker"][:top], has_gpu),
         *_compiled_code(structured["markers"], top),
         *_compiled_regions(structured),

@@ -11,6 +11,7 @@ from ncompass.analysis.foreign_events import foreign_events, holds_no_profiler_e
 from ncompass.analysis.html_page import SummaryReport
 from ncompass.analysis.machine_wait import cpu_waited_share
 from ncompass.analysis.markdown_report import render_markdown
+from ncompass.analysis.marker_tree import marker_tree
 from ncompass.analysis.markers import (
     MarkerStats,
     add_compiled_kernels,
@@ -106,6 +107,8 @@ def summarize_trace(
     unrecorded = sidecar_unrecorded_markers(path)
     if unrecorded is not None:
         structured["trace"]["unrecorded_markers"] = unrecorded
+    if trace.markers:
+        structured["marker_tree"] = marker_tree(trace)
     if holds_no_profiler_events(trace) and trace.event_counts:  # another tool's trace
         structured["foreign"] = foreign_events(path, top=top)
     run = run_report(trace, top=top)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from typing_extensions import NotRequired, TypedDict
 
 from ncompass.analysis.foreign_events import ForeignEvents
+from ncompass.analysis.marker_tree import MarkerTreeRow
 from ncompass.analysis.ranks_types import RunReport
 from ncompass.traces.unrecorded_markers import UnrecordedMarkers
 
@@ -247,6 +248,7 @@ class StructuredSummary(TypedDict):
     compiled_code: NotRequired[CompiledRegionRow]
     run: NotRequired[RunReport]  # a run's merged trace of several processes
     foreign: NotRequired[ForeignEvents]  # a trace without torch profiler events
+    marker_tree: NotRequired[list[MarkerTreeRow]]  # each marker under its enclosing one
 
 
 class Summary(TypedDict):
