@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -17,6 +17,7 @@ from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT, t
 from ncompass.analysis.printable_names import read_printable
 from ncompass.analysis.processes_page import run_html_sections
 from ncompass.analysis.setup_text import setup_sentences
+from ncompass.analysis.steady_timeline import steady_timeline
 from ncompass.analysis.summary_types import (
     BottleneckRow,
     BreakdownRow,
@@ -79,7 +80,7 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
         *_compile_phases(trace.get("compile_phases") or {}),
         *(f"<p>{escape(line)}</p>" for line in setup_sentences(trace)),
         "<h2>Timeline</h2>",
-        timeline_svg(_timeline(structured)),
+        *_timeline_parts(_timeline(structured)),
         *(["<h2>GPU time</h2>", _breakdown_chart(structured["breakdown"])] if has_gpu else []),
         "<h2>Markers</h2>",
         *marker_tree_html(structured.get("marker_tree")),
@@ -104,6 +105,22 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
         f"<script>{SORTABLE_SCRIPT}</script></body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _timeline_parts(timeline: Mapping[str, Any]) -> list[str]:
+    """The timeline from the steady state when setup fills its start, the whole run a click
+    away (see :mod:`.steady_timeline`); else the whole run."""
+    steady = steady_timeline(timeline)
+    if steady is None:
+        return [timeline_svg(timeline)]
+    cropped, folded = steady
+    return [
+        f'<p class="legend">Setup folded: the first {format_duration(folded)} of the run, '
+        "before the first busy time or marker, is left out below.</p>",
+        f'<div class="steady-timeline">{timeline_svg(cropped)}</div>',
+        '<details class="whole-timeline"><summary>Show the whole run, setup included'
+        f"</summary>{timeline_svg(timeline)}</details>",
+    ]
 
 
 def _timeline(structured: StructuredSummary) -> Timeline | dict[str, Any]:
