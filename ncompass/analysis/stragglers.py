@@ -58,12 +58,16 @@ def collectives_of(trace: LinkedTrace) -> tuple[Collective, ...]:
     origin = trace.origin_us
     found: list[Collective] = []
     gpu = trace.gpu
-    for index in range(len(gpu)):
-        if gpu.kernel_class[index] == _COMMUNICATION_CODE:
-            start = gpu.start[index] + origin
-            found.append(
-                Collective(_short(trace.names[gpu.name[index]]), start, start + gpu.duration[index])
-            )
+    # one pass over the class column (bytes) finds the few communication events among many
+    code = _COMMUNICATION_CODE.to_bytes(1, "little")
+    classes = gpu.kernel_class.tobytes()
+    index = classes.find(code)
+    while index != -1:
+        start = gpu.start[index] + origin
+        found.append(
+            Collective(_short(trace.names[gpu.name[index]]), start, start + gpu.duration[index])
+        )
+        index = classes.find(code, index + 1)
     if not found:
         for marker in trace.markers:
             if _CPU_COLLECTIVE.match(marker.name):
