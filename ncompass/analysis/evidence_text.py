@@ -19,7 +19,11 @@ _UPPER = {"cpu": "CPU", "gpu": "GPU", "us": "", "sync": "sync"}
 
 def evidence_sentence(evidence: Mapping[str, object]) -> str:
     """The evidence as one line: ``marker CPU total 344.39 ms; share 93.9%; calls 20``."""
-    return "; ".join(f"{_words(key)} {_value(key, value)}" for key, value in evidence.items())
+    return "; ".join(
+        f"{_words(key)} {_value(key, value)}"
+        for key, value in evidence.items()
+        if not (key.startswith("gpu_") and value == 0)  # no GPU work: nothing to say of it
+    )
 
 
 def _words(key: str) -> str:

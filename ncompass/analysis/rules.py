@@ -342,6 +342,11 @@ def dominant_marker(facts: RuleInput) -> list[Bottleneck]:
     if steps is None and setup.setup_us > 0:
         of += " (CPU wall time less setup)"
     title = f"'{top.name}' takes {share:.0%} of {of}"
+    if share > 1.0:  # ranges on several threads at once add up to more than the reference
+        title = (
+            f"'{top.name}' adds up to {share:.1f}x {of} (its ranges, on {top.threads} "
+            "threads, overlap each other or run outside it)"
+        )
     severity = "medium"
     advice = (
         f"Drill into '{top.name}': {unexplained:.0%} of its time is not covered by "

@@ -40,3 +40,13 @@ def test_reports_of_a_real_trace_write_evidence_as_sentences() -> None:
     assert "kernel span 660.55 ms" in markdown
     html = render_html(summary)
     assert "kernel_span_us=" not in html and "kernel span 660.55 ms" in html
+
+
+def test_a_cpu_only_trace_names_no_gpu_evidence_and_no_share_over_100_percent() -> None:
+    # HTA's CPU-only trace: gloo ranges on worker threads add up to 10x the profiler step
+    cpu_only = next(NCCL.parents[1].glob("cpu_only/*.json.gz"))
+    summary = summarize_trace(cpu_only)
+    (finding,) = summary["structured"]["bottlenecks"]
+    assert "adds up to 10.2x the profiler steps' time" in finding["title"]
+    assert "1016%" not in summary["markdown"]
+    assert "GPU total" not in summary["markdown"]
