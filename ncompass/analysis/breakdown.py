@@ -19,6 +19,7 @@ from ncompass.analysis import _native
 from ncompass.analysis.idle import IdleGaps, classify_idle_gaps
 from ncompass.analysis.intervals import IntervalColumns, overlap_length
 from ncompass.analysis.launches import LaunchStatistics, launch_statistics
+from ncompass.analysis.printable_names import read_printable
 from ncompass.analysis.run_parts import (
     is_run_trace,
     marker_cpu_us,
@@ -34,7 +35,6 @@ from ncompass.traces.link import (
     NO_LINK,
     GpuEvents,
     LinkedTrace,
-    link_trace,
     marker_group,
 )
 from ncompass.traces.parallel import map_traces
@@ -239,7 +239,7 @@ def _read_rank(
 ) -> RankBreakdown:
     """Link one file (in ``parts`` processes) and break it down (runs in a worker process when
     several files are read at once)."""
-    trace = link_trace(path, progress=progress, jobs=parts)
+    trace = read_printable(path, progress=progress, jobs=parts)
     rank = trace.identity.rank_or(position)
     whole = rank_breakdown(trace, rank, exclude_last_profiler_step=exclude_last_profiler_step)
     if not is_run_trace(trace):

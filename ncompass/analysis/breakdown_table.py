@@ -66,6 +66,16 @@ def _lines_without_cpu_only_ranks(result: Breakdown) -> list[str]:
 def _run_lines(run: RunBreakdown, name: str) -> list[str]:
     """A run's merged trace: a table of its processes, then one of its ranks."""
     width = max(len("process"), *(len(_role(process)) for process in run.processes))
+    if not any(process.breakdown.gpu_events for process in run.processes):
+        # CPU only: GPU columns would be zeros, and the ranks' table would hold nothing else
+        lines = ["", f"processes of {name}: CPU time only (no GPU events)"]
+        lines.append(f"{'process':>{width}} {'CPU span':>11} {'CPU in markers':>14}")
+        for process in run.processes:
+            cpu = format_duration(process.marker_cpu_us)
+            lines.append(
+                f"{_role(process):>{width}} {format_duration(process.wall_us):>11} {cpu:>14}"
+            )
+        return lines
     lines = ["", f"processes of {name}:"]
     table = _table(
         "process", [(_role(process), process.breakdown) for process in run.processes], width

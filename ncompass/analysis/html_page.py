@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -10,11 +10,15 @@ from typing import Any, Literal, cast
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.compiled_region_text import compiled_region_lines
+from ncompass.analysis.evidence_text import evidence_sentence
 from ncompass.analysis.markdown_report import compiled_headline
+from ncompass.analysis.marker_tree_page import marker_tree_html
 from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT, timeline_svg
+from ncompass.analysis.printable_names import read_printable
 from ncompass.analysis.processes_page import run_html_sections
 from ncompass.analysis.roofline_page import roofline_section
 from ncompass.analysis.setup_text import setup_sentences
+from ncompass.analysis.steady_timeline import steady_timeline
 from ncompass.analysis.summary_types import (
     BottleneckRow,
     BreakdownRow,
@@ -77,9 +81,10 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
         *_compile_phases(trace.get("compile_phases") or {}),
         *(f"<p>{escape(line)}</p>" for line in setup_sentences(trace)),
         "<h2>Timeline</h2>",
-        timeline_svg(_timeline(structured)),
+        *_timeline_parts(_timeline(structured)),
         *(["<h2>GPU time</h2>", _breakdown_chart(structured["breakdown"])] if has_gpu else []),
         "<h2>Markers</h2>",
+        *marker_tree_html(structured.get("marker_tree")),
         _marker_chart([op for op in operations if op["kind"] == "marker"][:top], has_gpu),
         *roofline_section(structured, top),
         *_compiled_code(structured["markers"], top),
@@ -104,6 +109,22 @@ def render_html(summary: Summary, *, top: int = 20) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _timeline_parts(timeline: Mapping[str, Any]) -> list[str]:
+    """The timeline from the steady state when setup fills its start, the whole run a click
+    away (see :mod:`.steady_timeline`); else the whole run."""
+    steady = steady_timeline(timeline)
+    if steady is None:
+        return [timeline_svg(timeline)]
+    cropped, folded = steady
+    return [
+        f'<p class="legend">Setup folded: the first {format_duration(folded)} of the run, '
+        "before the first busy time or marker, is left out below.</p>",
+        f'<div class="steady-timeline">{timeline_svg(cropped)}</div>',
+        '<details class="whole-timeline"><summary>Show the whole run, setup included'
+        f"</summary>{timeline_svg(timeline)}</details>",
+    ]
+
+
 def _timeline(structured: StructuredSummary) -> Timeline | dict[str, Any]:
     """The summary's timeline; a summary made before it had one reads its trace once more."""
     timeline = structured.get("timeline")
@@ -113,9 +134,8 @@ def _timeline(structured: StructuredSummary) -> Timeline | dict[str, Any]:
     if not path.is_file():
         return {}
     from ncompass.analysis.timeline import busy_timeline
-    from ncompass.traces.link import link_trace
 
-    return busy_timeline(link_trace(path, progress=False))
+    return busy_timeline(read_printable(path, progress=False))
 
 
 def _breakdown_chart(breakdown: BreakdownRow) -> str:
@@ -233,9 +253,7 @@ def _bottlenecks(bottlenecks: list[BottleneckRow]) -> str:
         return "<p>No rule fired: nothing stands out.</p>"
     items = []
     for finding in bottlenecks:
-        evidence = ", ".join(
-            f"{escape(str(k))}={escape(_number(v))}" for k, v in finding["evidence"].items()
-        )
+        evidence = escape(evidence_sentence(finding["evidence"]))
         items.append(
             f'<li><span class="sev-{escape(finding["severity"])}">[{escape(finding["severity"])}]'
             f"</span> <b>{escape(finding['rule'])}</b>: {escape(finding['title'])}"

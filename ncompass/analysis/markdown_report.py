@@ -9,6 +9,9 @@ from typing import Any
 from ncompass._format import format_duration
 from ncompass.analysis.compiled_region_text import compiled_region_lines
 from ncompass.analysis.efficiency_text import efficiency_cell, efficiency_lines, has_efficiency
+from ncompass.analysis.evidence_text import evidence_sentence
+from ncompass.analysis.foreign_events import foreign_markdown
+from ncompass.analysis.machine_wait import CONTENDED_WAIT_SHARE, busy_machine_sentence
 from ncompass.analysis.processes import run_markdown
 from ncompass.analysis.setup_text import setup_sentences
 from ncompass.analysis.summary_types import (
@@ -39,6 +42,9 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     """
     trace = structured["trace"]
     lines = [f"# Trace summary: {Path(trace['path']).name}", ""]
+    foreign = structured.get("foreign")
+    if foreign is not None:  # another tool's trace: what it holds, not empty profiler tables
+        return "\n".join([*lines, *foreign_markdown(foreign)]).rstrip() + "\n"
     has_gpu = bool(trace["gpu_events"])
     run = structured.get("run")
     who = f"Rank {trace['rank']}"
@@ -52,6 +58,9 @@ def render_markdown(structured: StructuredSummary, *, top: int = 20) -> str:
     lines.append("")
     if "unrecorded_markers" in trace:  # markers that fired into NVTX, absent from this trace
         lines += [unrecorded_markers_advice(trace["unrecorded_markers"]), ""]
+    waited = trace.get("cpu_waited_share")
+    if waited is not None and waited >= CONTENDED_WAIT_SHARE:  # the figures are stretched
+        lines += [busy_machine_sentence(waited), ""]
     lines += _setup_lines(trace)
     focus = structured.get("focus") or {}
     if focus.get("target_module") or focus.get("feedback_text"):
@@ -139,12 +148,14 @@ def _bottleneck_section(bottlenecks: list[BottleneckRow]) -> list[str]:
         return [*lines, "No rule fired: nothing stands out.", ""]
     for number, finding in enumerate(bottlenecks, start=1):
         lines.append(f"{number}. **[{finding['severity']}] {finding['rule']}**: {finding['title']}")
-        evidence = ", ".join(
-            f"{key}={_number(value)}" for key, value in finding["evidence"].items()
-        )
+        evidence = evidence_sentence(finding["evidence"])
         lines.append(f"   - evidence: {evidence}")
     lines.append("")
     return lines
+
+
+# The marker table's denominator, named: findings say theirs (the steady state, or steps).
+_SHARE_NOTE = "CPU share: a marker's CPU total over the whole CPU wall time of the trace."
 
 
 def _marker_table(
@@ -157,7 +168,7 @@ def _marker_table(
     column (torch.compile's time inside each marker) only when some marker held a compilation."""
     if not rows:
         return []
-    lines = [f"## {title}", ""] if title else []
+    lines = [f"## {title}", "", _SHARE_NOTE, ""] if title else []
     gpu_header = " GPU total | GPU events |" if has_gpu else ""
     gpu_rule = "---:|---:|" if has_gpu else ""
     compile_header, compile_rule = (" of it compiling |", "---:|") if compiling else ("", "")

@@ -12,10 +12,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from ncompass.analysis.printable_names import read_printable
 from ncompass.analysis.summary_types import MarkerRow
 from ncompass.traces.annotate import KERNEL_MARKERS_ARG
 from ncompass.traces.events import GPU_CATEGORIES, microseconds
-from ncompass.traces.link import NO_LINK, LinkedTrace, link_trace, marker_group
+from ncompass.traces.link import NO_LINK, LinkedTrace, marker_group
 from ncompass.traces.reader import TraceReader
 
 _SYNCHRONIZE = "synchronize"
@@ -94,7 +95,7 @@ def marker_stats(source: str | Path | LinkedTrace) -> dict[str, MarkerStats]:
     Returns:
         Marker name -> its statistics.
     """
-    trace = source if isinstance(source, LinkedTrace) else link_trace(source)
+    trace = source if isinstance(source, LinkedTrace) else read_printable(source)
     markers = trace.markers
     count = len(markers)
     gpu_self = [0.0] * count

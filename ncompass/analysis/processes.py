@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ncompass._format import format_duration
 from ncompass.analysis.breakdown import rank_breakdown
+from ncompass.analysis.intervals import total_length, union
 from ncompass.analysis.markers import marker_stats
 from ncompass.analysis.ranks import RankFacts, combine, facts_of_trace, ranks_markdown_sections
 from ncompass.analysis.ranks_types import ProcessRow, RunReport, TopMarker
@@ -47,7 +48,10 @@ def run_report(trace: LinkedTrace, *, top: int = 20) -> RunReport | None:
         return None
     rows: list[ProcessRow] = []
     facts: dict[int, RankFacts] = {}
+    spans: list[tuple[float, float]] = []
     for part in process_parts(trace):
+        if part.trace.cpu_end > part.trace.cpu_start:
+            spans.append((part.trace.cpu_start, part.trace.cpu_end))
         own = None
         if part.alone_in_rank and part.under_rank is not None:  # its part is its rank's
             own = facts[part.under_rank] = facts_of_trace(
@@ -56,7 +60,9 @@ def run_report(trace: LinkedTrace, *, top: int = 20) -> RunReport | None:
         rows.append(_process_row(part, own))
     for rank, roles, rank_part in rank_parts(trace, skip_alone=True):
         facts[rank] = facts_of_trace(rank_part, rank, roles)
-    report: RunReport = {"processes": rows}
+    # the program's time: when some process ran a marker or a launch (the rest is the launcher
+    # waiting, process start-up and imports before the profiled code, and teardown)
+    report: RunReport = {"processes": rows, "program_span_us": total_length(union(spans))}
     if facts:
         report["ranks"] = combine([facts[rank] for rank in sorted(facts)], top=top)
     return report

@@ -18,7 +18,7 @@ def run_html_sections(run: RunReport) -> list[str]:
         parts += [
             f"<h2>Ranks ({len(ranks['ranks'])})</h2>",
             "<p>Each rank with the processes under it (workers are counted with their rank).</p>",
-            *ranks_html_sections(ranks, heading="h3"),
+            *ranks_html_sections(ranks, heading="h3", table_title=False),
         ]
     return parts
 

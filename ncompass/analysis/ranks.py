@@ -23,10 +23,19 @@ from ncompass._format import format_duration
 from ncompass.analysis.breakdown import rank_breakdown
 from ncompass.analysis.markers import marker_stats
 from ncompass.analysis.operations import kernel_stats
+from ncompass.analysis.printable_names import read_printable
 from ncompass.analysis.ranks_types import RankRow, RanksStructured, SlowestRank, SpreadRow
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
+from ncompass.analysis.stragglers import (
+    Collective,
+    StragglerReport,
+    collectives_of,
+    straggler_report,
+    straggler_sentence,
+    straggler_table,
+)
 from ncompass.analysis.summary_types import RankBreakdownRow
-from ncompass.traces.link import LinkedTrace, link_trace
+from ncompass.traces.link import LinkedTrace
 from ncompass.traces.parallel import map_traces
 
 # More ranks than this get min / median / max columns instead of one column per rank.
@@ -56,6 +65,8 @@ class RankFacts:
         findings: The titles of the rank's bottleneck findings, most severe first.
         processes: The roles of the processes of a run reported under this rank (empty for a
             trace file given as a rank).
+        collectives: Its collective calls in time order, on the absolute clock (see
+            :mod:`~ncompass.analysis.stragglers`).
     """
 
     rank: int
@@ -66,6 +77,7 @@ class RankFacts:
     kernels: dict[str, tuple[str, int, float]]
     findings: tuple[str, ...]
     processes: tuple[str, ...] = ()
+    collectives: tuple[Collective, ...] = ()
 
     @property
     def gpu_events(self) -> int:
@@ -93,7 +105,7 @@ def rank_facts(path: str | Path, position: int, progress: bool | None) -> RankFa
     Raises:
         TraceError: The file is missing, truncated or not a trace.
     """
-    trace = link_trace(path, progress=progress)
+    trace = read_printable(path, progress=progress)
     return facts_of_trace(trace, trace.identity.rank_or(position))
 
 
@@ -124,6 +136,7 @@ def facts_of_trace(trace: LinkedTrace, rank: int, processes: tuple[str, ...] = (
         },
         findings=tuple(finding.title for finding in findings),
         processes=processes,
+        collectives=collectives_of(trace),
     )
 
 
@@ -161,12 +174,45 @@ def combine(facts: Sequence[RankFacts], *, top: int = 20) -> RanksStructured:
     # Ranks that repeat are runs of one program: their columns are their positions instead.
     labels = [str(fact.rank if distinct_ranks else position) for position, fact in enumerate(facts)]
     has_gpu = any(fact.gpu_events for fact in facts)
-    return {
+    structured: RanksStructured = {
         "label": "rank" if distinct_ranks else "run",
         "ranks": [_rank_row(label, fact) for label, fact in zip(labels, facts, strict=True)],
         "slowest": _slowest(labels, facts, has_gpu),
         "markers": _per_rank_rows(labels, [_marker_times(fact) for fact in facts], top),
         "kernels": _per_rank_rows(labels, [fact.kernels for fact in facts], top) if has_gpu else [],
+    }
+    # Runs of one program never meet at a collective: only ranks are matched.
+    stragglers = (
+        straggler_report(
+            labels, [fact.rank for fact in facts], [fact.collectives for fact in facts]
+        )
+        if distinct_ranks
+        else None
+    )
+    if stragglers is not None:
+        structured["stragglers"] = stragglers
+        if stragglers["straggler"] is not None:
+            structured["slowest"] = _straggler_as_slowest(stragglers, facts)
+    return structured
+
+
+def _straggler_as_slowest(stragglers: StragglerReport, facts: Sequence[RankFacts]) -> SlowestRank:
+    """The straggler in the ``slowest`` shape: the rank causing the most waiting at collectives."""
+    caused = [row["wait_caused_us"] for row in stragglers["ranks"]]
+    index = next(
+        position
+        for position, row in enumerate(stragglers["ranks"])
+        if row["label"] == stragglers["straggler"]
+    )
+    median = statistics.median(caused)
+    return {
+        "label": stragglers["ranks"][index]["label"],
+        "rank": facts[index].rank,
+        "path": facts[index].path,
+        "measure": "wait_caused_us",
+        "value_us": caused[index],
+        "median_us": median,
+        "over_median": caused[index] / median if median > 0 else 0.0,
     }
 
 
@@ -263,8 +309,11 @@ def ranks_markdown_sections(structured: RanksStructured, *, heading: str) -> lis
     ranks = structured["ranks"]
     label = structured["label"]
     in_one_run = any("processes" in row for row in ranks)
-    lines = [slowest_sentence(structured["slowest"], label, name_file=not in_one_run), ""]
+    stragglers = structured.get("stragglers")
+    lines = [lead_sentence(structured, name_file=not in_one_run), ""]
     lines += _rank_table(ranks, label)
+    if stragglers is not None:
+        lines += straggler_table(stragglers, heading=heading)
     markers, kernels = structured["markers"], structured["kernels"]
     lines += _spread_table(f"{heading} Markers (CPU time)", "marker", markers, ranks, label)
     lines += _spread_table(f"{heading} GPU kernels (GPU time)", "kernel", kernels, ranks, label)
@@ -280,6 +329,15 @@ def ranks_markdown_sections(structured: RanksStructured, *, heading: str) -> lis
 def _listing(ranks: list[RankRow]) -> str:
     shown = [str(row["label"]) for row in ranks]
     return ", ".join(shown) if len(shown) <= 10 else f"{shown[0]}–{shown[-1]}"
+
+
+def lead_sentence(structured: RanksStructured, *, name_file: bool = True) -> str:
+    """The report's first line: the straggler at collectives when the ranks meet at some, else
+    the slowest rank (or run) by time (markdown)."""
+    stragglers = structured.get("stragglers")
+    if stragglers is not None:
+        return straggler_sentence(stragglers)
+    return slowest_sentence(structured["slowest"], structured["label"], name_file=name_file)
 
 
 def slowest_sentence(slowest: SlowestRank, label: str, *, name_file: bool = True) -> str:
@@ -301,8 +359,17 @@ def slowest_sentence(slowest: SlowestRank, label: str, *, name_file: bool = True
 
 def _rank_table(ranks: list[RankRow], label: str) -> list[str]:
     in_one_run = any("processes" in row for row in ranks)
+    holder = "processes" if in_one_run else "file"
+    if not any(row["gpu_events"] for row in ranks):  # GPU columns would be zeros
+        lines = [f"| {label} | {holder} | CPU wall |", "|---|---|---:|"]
+        for row in ranks:
+            lines.append(
+                f"| {row['label']} | {_holder(row, in_one_run)} | "
+                f"{format_duration(row['cpu_wall_us'])} |"
+            )
+        return [*lines, ""]
     lines = [
-        f"| {label} | {'processes' if in_one_run else 'file'} | GPU span | compute "
+        f"| {label} | {holder} | GPU span | compute "
         "| communication | idle | host-bound idle | GPU events | CPU wall |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 from ncompass._format import format_duration
 from ncompass.analysis.comparison.kernel_names import distinct_short_names
 from ncompass.analysis.page_parts import COLOURS, REPORT_CSS, SORTABLE_SCRIPT
-from ncompass.analysis.ranks import slowest_sentence
+from ncompass.analysis.ranks import lead_sentence
 from ncompass.analysis.ranks_types import RankRow, RanksStructured, SpreadRow
+from ncompass.analysis.stragglers import StragglerReport
 
 if TYPE_CHECKING:
     from ncompass.analysis.ranks import RanksSummary
@@ -39,14 +40,18 @@ def render_ranks_html(summary: RanksSummary) -> str:
     return "\n".join(parts) + "\n"
 
 
-def ranks_html_sections(structured: RanksStructured, *, heading: str) -> list[str]:
+def ranks_html_sections(
+    structured: RanksStructured, *, heading: str, table_title: bool = True
+) -> list[str]:
     """The several-rank report below its title, as HTML parts: the slowest rank, the GPU time
-    chart, the rank table, markers and kernels per rank, findings (``heading``: ``h2``)."""
+    chart, the rank table, markers and kernels per rank, findings (``heading``: ``h2``;
+    ``table_title``: False under a section already titled with the ranks)."""
     ranks = structured["ranks"]
     label = structured["label"]
     has_gpu = any(row["gpu_events"] for row in ranks)
     in_one_run = any("processes" in row for row in ranks)
-    slowest = slowest_sentence(structured["slowest"], label, name_file=not in_one_run)
+    slowest = lead_sentence(structured, name_file=not in_one_run)
+    stragglers = structured.get("stragglers")
 
     def title(text: str) -> str:
         return f"<{heading}>{escape(text)}</{heading}>"
@@ -54,8 +59,14 @@ def ranks_html_sections(structured: RanksStructured, *, heading: str) -> list[st
     return [
         f"<p>{escape(slowest.replace('**', ''))}</p>",
         *([title(f"GPU time per {label}"), _ranks_chart(ranks, label)] if has_gpu else []),
-        title(f"{label.capitalize()}s"),
+        # under a page's own "Ranks (N)" section the table needs no second "Ranks" title
+        *([title(f"{label.capitalize()}s")] if table_title else []),
         _rank_table(ranks, label),
+        *(
+            [title("Collectives: waiting and transfer"), _wait_table(stragglers)]
+            if stragglers is not None
+            else []
+        ),
         title("Markers (CPU time)"),
         _spread_table(structured["markers"], ranks, label, "marker"),
         *(
@@ -69,6 +80,24 @@ def ranks_html_sections(structured: RanksStructured, *, heading: str) -> list[st
         title(f"Findings per {label}"),
         _findings(ranks, label),
     ]
+
+
+def _wait_table(stragglers: StragglerReport) -> str:
+    """Each rank's collective time split into waiting and transfer, and the waiting it caused."""
+    body = "".join(
+        f"<tr><td>{escape(row['label'])}</td><td>{row['collectives']}</td>"
+        + "".join(
+            f"<td>{format_duration(row[key])}</td>"  # type: ignore[literal-required]
+            for key in ("collective_us", "wait_us", "transfer_us")
+        )
+        + f"<td>{row['last_arrivals']}</td><td>{format_duration(row['wait_caused_us'])}</td></tr>"
+        for row in stragglers["ranks"]
+    )
+    return (
+        '<table class="sortable"><thead><tr><th>rank</th><th>collectives</th>'
+        "<th>in collectives</th><th>waiting</th><th>transfer</th><th>arrived last</th>"
+        f"<th>waiting caused</th></tr></thead><tbody>{body}</tbody></table>"
+    )
 
 
 def _ranks_chart(ranks: list[RankRow], label: str) -> str:
@@ -117,21 +146,30 @@ def _ranks_chart(ranks: list[RankRow], label: str) -> str:
 
 def _rank_table(ranks: list[RankRow], label: str) -> str:
     in_one_run = any("processes" in row for row in ranks)
+    # Without GPU events the GPU columns would be zeros: only the CPU wall is shown.
+    has_gpu = any(row["gpu_events"] for row in ranks)
     rows = "".join(
         f'<tr><td title="{escape(row["path"])}">{escape(row["label"])}</td>'
         + (f"<td>{escape(', '.join(row.get('processes', [])))}</td>" if in_one_run else "")
-        + f"{_duration(row['kernel_span_us'])}{_duration(row['compute_us'])}"
-        f"{_duration(row['communication_us'])}{_duration(row['idle_us'])}"
-        f"{_duration(row['host_bound_idle_us'])}{_count(row['gpu_events'])}"
-        f"{_duration(row['cpu_wall_us'])}</tr>"
+        + (
+            f"{_duration(row['kernel_span_us'])}{_duration(row['compute_us'])}"
+            f"{_duration(row['communication_us'])}{_duration(row['idle_us'])}"
+            f"{_duration(row['host_bound_idle_us'])}{_count(row['gpu_events'])}"
+            if has_gpu
+            else ""
+        )
+        + f"{_duration(row['cpu_wall_us'])}</tr>"
         for row in ranks
+    )
+    gpu_heads = (
+        "<th>GPU span</th><th>compute</th><th>communication</th><th>idle</th>"
+        "<th>host-bound idle</th><th>GPU events</th>"
     )
     return (
         f'<table class="sortable"><thead><tr><th>{escape(label)}</th>'
         + ("<th>processes</th>" if in_one_run else "")
-        + "<th>GPU span</th>"
-        "<th>compute</th><th>communication</th><th>idle</th><th>host-bound idle</th>"
-        "<th>GPU events</th><th>CPU wall</th></tr></thead>"
+        + (gpu_heads if has_gpu else "")
+        + "<th>CPU wall</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
     )
 

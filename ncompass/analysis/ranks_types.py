@@ -11,6 +11,8 @@ from typing import Literal
 # typing_extensions' TypedDict, as in summary_types (pydantic validates only it before 3.12)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass.analysis.stragglers import StragglerReport
+
 
 class RankRow(TypedDict):
     """One trace of a several-trace summary: its column label and its totals (microseconds)."""
@@ -37,7 +39,7 @@ class SlowestRank(TypedDict):
     label: str
     rank: int
     path: str
-    measure: Literal["outside_communication_us", "cpu_wall_us"]
+    measure: Literal["outside_communication_us", "cpu_wall_us", "wait_caused_us"]
     value_us: float
     median_us: float
     over_median: float
@@ -69,6 +71,7 @@ class RanksStructured(TypedDict):
     slowest: SlowestRank
     markers: list[SpreadRow]
     kernels: list[SpreadRow]
+    stragglers: NotRequired[StragglerReport]  # ranks that meet at collectives
 
 
 class TopMarker(TypedDict):
@@ -108,6 +111,7 @@ class RunReport(TypedDict):
 
     processes: list[ProcessRow]
     ranks: NotRequired[RanksStructured]
+    program_span_us: NotRequired[float]  # the union of the processes' marker/launch spans
 
 
 __all__ = [

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from ncompass.analysis.breakdown import RankBreakdown
+from ncompass.analysis.call_spread import call_spread
 from ncompass.analysis.markers import MarkerStats
 from ncompass.analysis.operations import KernelStats
 from ncompass.analysis.setup_time import WHOLE_RUN_MARKERS, SetupTime, setup_time
@@ -336,18 +337,50 @@ def dominant_marker(facts: RuleInput) -> list[Bottleneck]:
     }
     if setup.compile_us:
         evidence["compile_inside_us"] = top.cpu_total_us - steady[name]
+    # the denominator named, so that it is not read as the marker table's share of the wall
+    of = "the profiler steps' time" if steps is not None else "the steady state"
+    if steps is None and setup.setup_us > 0:
+        of += " (CPU wall time less setup)"
+    title = f"'{top.name}' takes {share:.0%} of {of}"
+    if share > 1.0:  # ranges on several threads at once add up to more than the reference
+        title = (
+            f"'{top.name}' adds up to {share:.1f}x {of} (its ranges, on {top.threads} "
+            "threads, overlap each other or run outside it)"
+        )
+    severity = "medium"
+    advice = (
+        f"Drill into '{top.name}': {unexplained:.0%} of its time is not covered by "
+        "finer markers yet; add markers to the functions, calls or line ranges it runs."
+    )
+    spread = call_spread(
+        [marker.duration for marker in facts.trace.markers if marker_group(marker.name) == name]
+    )
+    if spread is not None:
+        evidence.update(
+            median_call_us=spread.median_us,
+            longest_call_us=spread.max_us,
+            calls_holding_half=spread.carriers,
+        )
+        if spread.few_carry_it:  # an outlier call, not the marker's typical cost
+            severity = "low"
+            title += f", but {spread.carriers_sentence()}"
+            advice = (
+                f"Look at the longest calls of '{top.name}' before its typical one: one slow "
+                "call (a warm-up, a first-call compilation, the machine busy with another "
+                "process) is not what every call costs. Re-run to see whether it recurs, or "
+                "record the steady state only (--window)."
+            )
+        else:
+            title += f" ({spread.sentence()})"
     return [
         Bottleneck(
             rule="dominant-marker",
-            severity="medium",
+            severity=severity,
             subject_kind="marker",
             subject=top.name,
-            title=f"'{top.name}' takes {share:.0%} of the profiled CPU time",
+            title=title,
             evidence=evidence,
-            recommendation=(
-                f"Drill into '{top.name}': {unexplained:.0%} of its time is not covered by "
-                "finer markers yet; add markers to the functions, calls or line ranges it runs."
-            ),
+            recommendation=advice,
         )
     ]
 

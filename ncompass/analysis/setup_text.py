@@ -43,10 +43,24 @@ def setup_sentences(trace: TraceInfo) -> list[str]:
                 f" (setup {_percent(setup['setup_outside_markers_us'], wall)}, "
                 f"the rest {_percent(setup['other_outside_markers_us'], wall)})"
             )
-        lines.append(coverage + ".")
+        lines.append(coverage + "." + _launch_sentence(trace, wall))
     if not recorded and lines:
         lines.append(NOT_TOLD_APART)
     return lines
+
+
+def _launch_sentence(trace: TraceInfo, wall: float) -> str:
+    """A run's merged trace: how much of its wall time no process ran profiled code in."""
+    program = trace.get("program_span_us")
+    if program is None or wall <= 0 or program >= wall:
+        return ""
+    rest = wall - program
+    return (
+        f" The processes ran markers or launches during {format_duration(program)} of it; the "
+        f"other {format_duration(rest)} ({_percent(rest, wall)}) is process launch, start-up "
+        "before the profiled code and teardown (a launcher such as torchrun waiting for its "
+        "processes), not program time."
+    )
 
 
 def _setup_line(setup: SetupRow, wall: float) -> str | None:

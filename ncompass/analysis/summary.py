@@ -8,8 +8,11 @@ from typing import Any, cast
 from ncompass.analysis.breakdown import rank_breakdown
 from ncompass.analysis.compiled_regions import compiled_region_stats
 from ncompass.analysis.efficiency_rows import add_efficiency
+from ncompass.analysis.foreign_events import foreign_events, holds_no_profiler_events
 from ncompass.analysis.html_page import SummaryReport
+from ncompass.analysis.machine_wait import cpu_waited_share
 from ncompass.analysis.markdown_report import render_markdown
+from ncompass.analysis.marker_tree import marker_tree
 from ncompass.analysis.markers import (
     MarkerStats,
     add_compiled_kernels,
@@ -18,11 +21,11 @@ from ncompass.analysis.markers import (
     may_hold_compiled_kernels,
 )
 from ncompass.analysis.operations import build_operations, kernel_stats
+from ncompass.analysis.printable_names import read_printable
 from ncompass.analysis.processes import run_report
 from ncompass.analysis.rules import RuleInput, find_bottlenecks
 from ncompass.analysis.summary_types import Focus, StructuredSummary, Summary
 from ncompass.analysis.timeline import busy_timeline
-from ncompass.traces.link import link_trace
 from ncompass.traces.unrecorded_markers import sidecar_unrecorded_markers
 
 
@@ -68,7 +71,7 @@ def summarize_trace(
     Raises:
         TraceError: The file is missing, truncated or not a trace.
     """
-    trace = link_trace(path, progress=progress, jobs=jobs)
+    trace = read_printable(path, progress=progress, jobs=jobs)
     timeline = busy_timeline(trace)  # first: its sweep's memory comes before the kernel table's
     rank = trace.identity.rank_or(0)
     breakdown = rank_breakdown(trace, rank)
@@ -109,12 +112,21 @@ def summarize_trace(
     }
     if regions is not None:
         structured["compiled_code"] = regions
+    waited = cpu_waited_share(path)
+    if waited is not None:
+        structured["trace"]["cpu_waited_share"] = waited
     unrecorded = sidecar_unrecorded_markers(path)
     if unrecorded is not None:
         structured["trace"]["unrecorded_markers"] = unrecorded
+    if trace.markers:
+        structured["marker_tree"] = marker_tree(trace)
+    if holds_no_profiler_events(trace) and trace.event_counts:  # another tool's trace
+        structured["foreign"] = foreign_events(path, top=top)
     run = run_report(trace, top=top)
     if run is not None:  # a run's merged trace: per process and per rank as well
         structured["run"] = run
+        if "program_span_us" in run:
+            structured["trace"]["program_span_us"] = run["program_span_us"]
     if efficiency:
         add_efficiency(
             structured,

@@ -13,6 +13,8 @@ from typing import Any, Literal
 # typing_extensions' TypedDict: pydantic validates only it on Python < 3.12 (tests use that)
 from typing_extensions import NotRequired, TypedDict
 
+from ncompass.analysis.foreign_events import ForeignEvents
+from ncompass.analysis.marker_tree import MarkerTreeRow
 from ncompass.analysis.ranks_types import RunReport
 from ncompass.traces.unrecorded_markers import UnrecordedMarkers
 
@@ -196,6 +198,8 @@ class TraceInfo(TypedDict):
     setup: SetupRow
     # markers placed with `context: nvtx` under `--profiler torch` (from the run's sidecar)
     unrecorded_markers: NotRequired[UnrecordedMarkers]
+    cpu_waited_share: NotRequired[float]  # from the sidecar: the main thread's wait for a CPU
+    program_span_us: NotRequired[float]  # a run's merged trace: when its processes ran code
 
 
 class UncreditedRow(TypedDict):
@@ -272,6 +276,8 @@ class StructuredSummary(TypedDict):
     model_flops: NotRequired[float | None]
     mfu: NotRequired[dict[str, Any] | None]
     efficiency_note: NotRequired[str]  # why there are no figures
+    foreign: NotRequired[ForeignEvents]  # a trace without torch profiler events
+    marker_tree: NotRequired[list[MarkerTreeRow]]  # each marker under its enclosing one
 
 
 class Summary(TypedDict):

@@ -14,6 +14,7 @@ from ncompass.analysis import _native
 from ncompass.analysis.breakdown import ALL_CLASSES, in_start_order, measured_union, merged_union
 from ncompass.analysis.intervals import Interval, IntervalColumns, total_length, union
 from ncompass.analysis.summary_types import Timeline
+from ncompass.traces.identity import run_processes
 from ncompass.traces.link import KERNEL_CLASSES, NO_LINK, GpuEvents, LinkedTrace, marker_group
 
 COLUMNS = 600
@@ -64,9 +65,17 @@ def busy_timeline(trace: LinkedTrace, *, columns: int = COLUMNS, lanes: int = LA
     del by_start
     result["busy"] = [round(min(1.0, share), 3) for share in covered]
     top_level: dict[str, list[Interval]] = defaultdict(list)
+    # A run's merged trace: one lane per process and marker, so two ranks' lanes stay apart.
+    processes = run_processes(trace.metadata)
+    roles = {process.pid: process.role for process in processes} if len(processes) > 1 else {}
+    threads = trace.threads
     for marker in markers:
         if marker.parent == NO_LINK:
-            top_level[marker_group(marker.name)].append((marker.start, marker.end))
+            name = marker_group(marker.name)
+            if roles:
+                pid = threads[marker.thread][0]
+                name = f"{roles.get(pid, pid)}: {name}"
+            top_level[name].append((marker.start, marker.end))
     ranked = sorted(top_level.items(), key=lambda item: -total_length(union(item[1])))
     result["lanes"] = [
         {

@@ -18,6 +18,9 @@ from ncompass.gpu._backends import BACKEND_NAMES
 from ncompass.gpu._backends.selection import ADVICE
 from ncompass.gpu._sample import DeviceSpec
 
+# The start of the error ``auto`` raises when neither NVML nor nvidia-smi works.
+_NO_GPU = "no GPU monitoring backend works here"
+
 
 class MonitoredCommandError(NcompassError):
     """The command to monitor cannot be started."""
@@ -52,7 +55,7 @@ class MonitoredCommandError(NcompassError):
     type=click.Choice(BACKEND_NAMES),
     default="auto",
     show_default=True,
-    help="auto = NVML, else nvidia-smi. cpu watches the host CPU of the command instead.",
+    help="auto = NVML, else nvidia-smi, else (no GPU) the host CPU. cpu watches the host CPU.",
 )
 @click.option(
     "--warmup",
@@ -74,7 +77,8 @@ def monitor_command(
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
-    """Run CMD and summarise GPU utilisation, memory, power and temperature while it ran.
+    """Run CMD and summarise GPU utilisation, memory, power and temperature while it ran
+    (on a machine without a GPU: the host CPU utilisation and memory of CMD's process tree).
 
     CMD's output passes through untouched; the summary goes to stderr (with --json: one JSON
     object on the last line of stdout). The exit code is CMD's (128+N when a signal N killed it).
@@ -83,13 +87,24 @@ def monitor_command(
     Example:
       ncompass monitor --device all -- python train.py --epochs 1
     """
-    monitor = GpuMonitor(
-        device=_parse_device(device), interval_s=interval_s, backend=backend, warmup_s=warmup_s
-    )
+    devices = _parse_device(device)
+    monitor = GpuMonitor(device=devices, interval_s=interval_s, backend=backend, warmup_s=warmup_s)
     try:
         monitor.start()
     except GpuBackendError as error:
-        raise GpuBackendError(_worded_for_the_cli(error), error.attempts) from None
+        if backend != "auto" or not str(error).startswith(_NO_GPU):
+            raise GpuBackendError(_worded_for_the_cli(error), error.attempts) from None
+        # No GPU here: the host CPU of the command, as the README promises, said in one line.
+        monitor = GpuMonitor(
+            device=devices, interval_s=interval_s, backend="cpu", warmup_s=warmup_s
+        )
+        monitor.start()
+        tried = "; ".join(f"{name}: {reason}" for name, reason in error.attempts)
+        click.echo(
+            f"ncompass monitor: no GPU here ({tried}); watching the host CPU of the command "
+            "instead (--backend none runs it without sampling)",
+            err=True,
+        )
     try:
         exit_code = run_command(command)
     finally:

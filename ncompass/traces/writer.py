@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,6 +23,17 @@ _GZIP_LEVEL = 6  # zlib's default: near-best size at a few times the speed of le
 # zlib-ng's output depends on how its input was cut, and the same events must give the same
 # file however they were written (``merge --jobs``). Below glibc's mmap threshold (128 KiB).
 _GZIP_BLOCK = 64 << 10
+
+
+def _encoded(event: Event) -> bytes:
+    """One event as JSON; a lone surrogate in it (``"a\\ud800b"``, which JSON allows and orjson
+    refuses) is written back as the same escape, so the copy says what the source said."""
+    try:
+        return orjson.dumps(event)
+    except TypeError as error:
+        if "surrogates" not in str(error):
+            raise  # any other value orjson refuses stays refused, as before
+        return json.dumps(event, separators=(",", ":")).encode()
 
 
 class TraceWriter:
@@ -70,7 +82,7 @@ class TraceWriter:
 
     def write_many(self, events: Iterable[Event]) -> None:
         """Append events, in order."""
-        encoded = [orjson.dumps(event) for event in events]
+        encoded = [_encoded(event) for event in events]
         if not encoded:
             return
         prefix = b",\n" if self.events_written else b""

@@ -76,21 +76,44 @@ def test_a_command_killed_by_a_signal_exits_like_a_shell_would() -> None:
     assert result.exit_code == 128 + signal.SIGTERM
 
 
-def test_no_gpu_tooling_is_a_user_error_naming_each_attempt(
+def test_without_gpu_tooling_the_host_cpu_is_watched_and_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README promises "GPU (or host CPU) utilisation": without a GPU, CMD runs under the
+    # host CPU backend and one line says why (it exited 2 without running CMD before).
+    hide_gpu_tools(tmp_path / "empty", monkeypatch)
+    marker = tmp_path / "ran"
+    result = ncompass("--", PYTHON, "-c", f"open({str(marker)!r}, 'w'); exit(3)")
+    assert result.exit_code == 3
+    assert marker.exists()  # the command ran
+    notes = [line for line in result.stderr.splitlines() if line.startswith("ncompass monitor:")]
+    assert len(notes) == 1
+    assert "no GPU here" in notes[0] and "watching the host CPU of the command" in notes[0]
+    assert "nvml: nvmlInit() failed" in notes[0] and "smi: nvidia-smi not found" in notes[0]
+    assert "host CPU, process tree" in result.stderr
+    assert "Traceback" not in result.output
+    assert "strict=False" not in result.stderr  # the Python API's wording is not for the CLI
+
+
+def test_without_gpu_tooling_json_names_the_cpu_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hide_gpu_tools(tmp_path / "empty", monkeypatch)
+    result = ncompass("--json", "--", PYTHON, "-c", "pass")
+    assert result.exit_code == 0
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["backend"] == "cpu"
+
+
+def test_an_explicit_gpu_backend_that_fails_is_still_a_user_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hide_gpu_tools(tmp_path / "empty", monkeypatch)
     marker = tmp_path / "ran"
-    result = ncompass("--", PYTHON, "-c", f"open({str(marker)!r}, 'w')")
+    result = ncompass("--backend", "smi", "--", PYTHON, "-c", f"open({str(marker)!r}, 'w')")
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: no GPU monitoring backend works here")
-    assert (
-        "nvml: nvmlInit() failed" in result.stderr and "smi: nvidia-smi not found" in result.stderr
-    )
-    assert not marker.exists()  # the command never started
-    assert "Traceback" not in result.output
+    assert not marker.exists()
     assert "Use --backend cpu to watch the host CPU of the command instead" in result.stderr
-    assert "strict=False" not in result.stderr  # the Python API's wording is not for the CLI
 
 
 def test_a_missing_command_is_a_user_error() -> None:

@@ -69,9 +69,11 @@ def test_summarize_of_two_ranks_puts_each_ranks_own_numbers_side_by_side(
     assert totals == sorted(totals, reverse=True)
 
 
-def test_summarize_names_the_rank_with_the_most_time_outside_communication(
+def test_summarize_names_the_rank_the_others_wait_for_at_collectives(
     summaries: dict[str, tuple[int, str, str]],
 ) -> None:
+    # The straggler is the rank that arrives last at collectives (the others wait for it),
+    # not the rank with the most time outside communication: the collectives equalise time.
     structured = orjson.loads(summaries["1"][1])["structured"]
     code, out, err = run("breakdown", *RANKS, "--json", "--jobs", "1")
     assert code == 0, err
@@ -81,12 +83,15 @@ def test_summarize_names_the_rank_with_the_most_time_outside_communication(
         - (value["communication_us"] - value["communication_overlapped_us"])
         for rank, value in ranks.items()
     }
-    slowest = max(outside, key=outside.__getitem__)
-    assert structured["slowest"]["label"] == slowest
-    assert structured["slowest"]["value_us"] == pytest.approx(outside[slowest])
+    rows = {row["label"]: row for row in structured["ranks"]}
+    assert all(rows[rank]["outside_communication_us"] == outside[rank] for rank in outside)
+    stragglers = structured["stragglers"]
+    assert structured["slowest"]["label"] == stragglers["straggler"] == "1"
+    assert structured["slowest"]["measure"] == "wait_caused_us"
+    assert structured["slowest"]["value_us"] == pytest.approx(stragglers["wait_caused_us"])
     code, markdown, _ = run("summarize", *RANKS, "--jobs", "1")
     assert code == 0
-    assert f"Slowest rank: **rank {slowest} (sampled_rank-{slowest}.json.gz)**" in markdown
+    assert "Straggler: **rank 1**, the last to arrive at" in markdown
     assert "| marker | calls | rank 0 | rank 1 | slowest rank | max / median |" in markdown
 
 
@@ -113,7 +118,8 @@ def test_summarize_html_of_several_traces_has_a_column_per_rank(
     assert code == 0, err
     html = page.read_text()
     slowest = orjson.loads(summaries["1"][1])["structured"]["slowest"]
-    assert f"Slowest rank: rank {slowest['label']} (sampled_rank-{slowest['label']}" in html
+    # the straggler at collectives leads the page, as it leads the markdown
+    assert f"Straggler: rank {slowest['label']}, the last to arrive at" in html
     assert "<th>rank 0</th><th>rank 1</th>" in html
     assert html.count('aria-label="GPU time per rank"') == 1
     assert "http" not in html  # self-contained

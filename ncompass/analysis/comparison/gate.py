@@ -65,8 +65,11 @@ def check_slowdown(
         The decision.
 
     Raises:
-        NcompassError: The marker is on neither side, or on one side only.
+        NcompassError: The marker is on neither side, or on one side only; or the sides share
+            no marker, CPU operator or kernel (different programs: a gate on them means nothing).
     """
+    if marker is None:
+        _refuse_unrelated_sides(comparison)
     change = comparison.run_time if marker is None else _marker_change(comparison, marker)
     label = change.name if marker is None else f"marker {marker!r}"
     ratio = change.ratio if change.ratio is not None else 1.0
@@ -97,6 +100,30 @@ def check_slowdown(
     for warning in run_count_warnings(*runs, threshold):
         message += f"\nwarning: {warning}"
     return GateResult(change, threshold, failed, message)
+
+
+def _refuse_unrelated_sides(comparison: Comparison) -> None:
+    """Refuse a gate on two sides that share no named work: the run time of one program
+    against another's passes or fails for reasons that have nothing to do with a change.
+
+    The markers decide when the before side has some (a few generic operators such as
+    ``aten::empty`` are in almost any torch trace); else the operators and kernels do.
+    """
+    markers = [entry for entry in comparison.markers if entry.before is not None]
+    entries = markers or [*comparison.cpu_ops, *comparison.kernels]
+    if not entries or any(entry.before and entry.after for entry in entries):
+        return
+    what = "markers" if markers else "CPU operators or kernels"
+    raise NcompassError(
+        f"--fail-if-slower: the after traces ({_listed(comparison.after_paths)}) hold none of "
+        f"the {what} of the before traces ({_listed(comparison.before_paths)}), so the gate "
+        "would judge two different programs; check that both sides ran the same script and "
+        "spec, or compare without the gate"
+    )
+
+
+def _listed(paths: tuple[str, ...]) -> str:
+    return ", ".join(paths[:2]) + (f" and {len(paths) - 2} more" if len(paths) > 2 else "")
 
 
 def _marker_change(comparison: Comparison, name: str) -> Change:

@@ -14,6 +14,7 @@ excludes 1 (the verdict asks more: see :attr:`~.result.Change.verdict`).
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ class RatioInterval:
     low: float
     high: float
     span: bool = False
+    within: float = 1.0  # with ``span``: the widest side's slowest run over its fastest
 
     def holds_one(self) -> bool:
         """Whether no change (a ratio of exactly 1) is inside the interval."""
@@ -47,6 +49,8 @@ class RatioInterval:
 
 MIN_BLOCKS = 5
 """Blocks a side (runs, or samples) below which the bootstrap gives way to the span of ratios."""
+MIN_SPREAD_BLOCKS = 3
+"""Blocks a side below which the span never calls a change real (their spread is unknown)."""
 
 
 def ratio_interval(
@@ -78,7 +82,11 @@ def ratio_interval(
         return None
     ratio = (sum(after_sums) / len(after)) / (before_total / len(before))
     if min(len(before_sums), len(after_sums)) < MIN_BLOCKS:
-        return _span_of_ratios(ratio, before_sums, before_counts, after_sums, after_counts)
+        return _span_of_ratios(
+            ratio,
+            (before_sums, before_counts, len(before_runs) >= 2),
+            (after_sums, after_counts, len(after_runs) >= 2),
+        )
     draws_before = _draws(len(before_sums), 0)
     draws_after = _draws(len(after_sums), 1)
     ratios: list[float] = []
@@ -99,24 +107,36 @@ def ratio_interval(
 
 def _span_of_ratios(
     ratio: float,
-    before_sums: Sequence[float],
-    before_counts: Sequence[int],
-    after_sums: Sequence[float],
-    after_counts: Sequence[int],
+    before: tuple[Sequence[float], Sequence[int], bool],
+    after: tuple[Sequence[float], Sequence[int], bool],
 ) -> RatioInterval | None:
     """From the slowest to the fastest block of one side over the other's: with under
     MIN_BLOCKS blocks a side a bootstrap is far too narrow (3 against 3 has 10 distinct
     resamples a side), so the interval excludes 1 only when every block of one side is slower
     than every block of the other. For an unchanged program that order still comes up by
     chance, 1 time in 20 each way for 3 blocks against 3 (1 in 6 for 2 against 2), so the
-    verdict asks the whole span to clear the noise band."""
+    verdict asks the whole span to clear the noise band and ``within``, the widest spread of
+    one side's own runs: what a side's runs spread over is not a change between sides.
+    With under MIN_SPREAD_BLOCKS runs a side that spread is unknown: ``within`` is infinite.
+    Each side is ``(block sums, block sizes, whether the blocks are runs)``."""
+    before_sums, before_counts, before_runs = before
+    after_sums, after_counts, after_runs = after
     before_means = [total / count for total, count in zip(before_sums, before_counts, strict=True)]
     after_means = [total / count for total, count in zip(after_sums, after_counts, strict=True)]
     if min(before_means) <= 0:
         return None
     low = min(after_means) / max(before_means)
     high = max(after_means) / min(before_means)
-    return RatioInterval(ratio, min(low, ratio), max(high, ratio), span=True)
+    within = 1.0
+    for means, are_runs in ((before_means, before_runs), (after_means, after_runs)):
+        if not are_runs:  # slices of one run: their spread is within the run (FEW_CALLS_EDGE)
+            continue
+        if len(means) < MIN_SPREAD_BLOCKS or min(means) <= 0:
+            within = math.inf  # two runs say nothing of how far a third would be: never real
+        else:
+            within = max(within, max(means) / min(means))
+
+    return RatioInterval(ratio, min(low, ratio), max(high, ratio), span=True, within=within)
 
 
 def _blocks(samples: Sequence[float], runs: Sequence[int]) -> tuple[list[float], list[int]]:

@@ -110,10 +110,14 @@ def _overall(before: SideSamples, after: SideSamples) -> tuple[Change, ...]:
     steps_after = after.markers.get(STEP_MARKER)
     with_gpu = before.has_gpu or after.has_gpu
     if not (steps_before and steps_after):
-        run_time = _change("run", "run time", before.spans, after.spans, 1, 1)
+        # one sample a run: each is a run, whose spread the verdict weighs (interval.within)
+        each_run = (list(range(len(before.spans))), list(range(len(after.spans))))
+        run_time = _change("run", "run time", before.spans, after.spans, 1, 1, starts=each_run)
         if not with_gpu:
             return (run_time,)
-        busy = _change("gpu_busy", "GPU busy time", before.gpu_busy, after.gpu_busy, 1, 1)
+        busy = _change(
+            "gpu_busy", "GPU busy time", before.gpu_busy, after.gpu_busy, 1, 1, starts=each_run
+        )
         return run_time, busy
     runs = (before.runs, after.runs)
     run_time = _change(

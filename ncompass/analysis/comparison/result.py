@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,11 +142,17 @@ class Change:
         """What the interval must clear: 1, or ``1 + noise`` when it is the span of a few
         runs (an unchanged program puts every run of one side above every run of the other
         1 time in 20 each way with 3 runs a side; the margin asks the runs to be apart), or
-        ``FEW_CALLS_EDGE`` with fewer than ``fewest_calls`` samples on a side."""
+        ``FEW_CALLS_EDGE`` with fewer than ``fewest_calls`` samples on a side; for a span,
+        never less than how far one side's own runs are apart (``interval.within``)."""
         before, after = self.before, self.after
+        edge = 1.0
         if before and after and min(before.samples, after.samples) < self.fewest_calls:
-            return FEW_CALLS_EDGE
-        return 1.0 + self.noise if self.interval is not None and self.interval.span else 1.0
+            edge = FEW_CALLS_EDGE
+        if self.interval is not None and self.interval.span:
+            # The sides must be further apart than the runs of either side are from each
+            # other: what a side's own runs spread over is not a change between sides.
+            edge = max(edge, 1.0 + self.noise, self.interval.within)
+        return edge
 
     @property
     def lower_quartile_ratio(self) -> float | None:
@@ -184,9 +191,18 @@ class Change:
             return f"{typical_text}, inside {band}: the change is in a few slow calls"
         if 1 / (1 + self.noise) <= self.ratio <= 1 + self.noise:
             return f"mean x{self.ratio:.3f} inside {band}"
+        span = f"span of the runs x{self.interval.low:.3f}-x{self.interval.high:.3f}"
+        within = self.interval.within
+        if math.isinf(within):
+            return f"{span}: 2 runs (or samples) on a side cannot show how far a third would be"
+        if within > 1.0 + self.noise:
+            return (
+                f"{span} does not clear {band} and x{within:.3f}, how far one side's own runs "
+                f"are apart: under {MIN_BLOCKS} runs a side, the sides must be further apart"
+            )
         return (
-            f"span of the runs x{self.interval.low:.3f}-x{self.interval.high:.3f} does not "
-            f"clear {band}: under {MIN_BLOCKS} runs (or samples) a side, all must be apart"
+            f"{span} does not clear {band}: under {MIN_BLOCKS} runs (or samples) a side, all "
+            "must be apart"
         )
 
     @property

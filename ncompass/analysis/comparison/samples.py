@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ncompass.analysis.intervals import total_length, union
+from ncompass.analysis.printable_names import read_printable
 from ncompass.analysis.timeline import busy_timeline
 from ncompass.traces.identity import run_processes
-from ncompass.traces.link import NO_LINK, LinkedTrace, Marker, link_trace, marker_group
+from ncompass.traces.link import NO_LINK, LinkedTrace, Marker, marker_group
 
 STEP_MARKER = "ProfilerStep#*"
 _UNSEEN = -2
@@ -134,7 +135,7 @@ def read_side(paths: Iterable[str | Path], *, progress: bool | None = None) -> S
     """
     side = SideSamples()
     for path in paths:
-        side.add(link_trace(path, progress=progress))
+        side.add(read_printable(path, progress=progress))
     return side
 
 
