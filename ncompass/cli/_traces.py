@@ -77,6 +77,11 @@ def _every_row_at_most(_context: click.Context, _parameter: click.Parameter, top
     help="Measure this machine's peaks again (a GEMM and a copy; CPU traces are measured "
     "once per machine anyway).",
 )
+@click.option(
+    "--no-efficiency",
+    is_flag=True,
+    help="Leave out FLOPs, bytes and the roofline (a second pass over a trace with shapes).",
+)
 def summarize_command(
     traces: tuple[Path, ...],
     as_json: bool,
@@ -87,6 +92,7 @@ def summarize_command(
     peak_flops: float | None,
     peak_bandwidth: float | None,
     calibrate: bool,
+    no_efficiency: bool,
 ) -> None:
     """Summarize where the time of TRACE went: markers, kernels, bottlenecks, advice.
 
@@ -112,6 +118,7 @@ def summarize_command(
         peak_flops=peak_flops,
         peak_bandwidth=peak_bandwidth,
         calibrate=calibrate or None,
+        efficiency=not no_efficiency,
     )
     if html_path is not None:
         from ncompass.analysis.html_page import render_html

@@ -288,3 +288,14 @@ def test_compare_reports_achieved_flop_rate_changes(planted: Path, tmp_path: Pat
     rates = {row["name"]: row for row in json.loads(done)["flop_rates"]}
     assert rates["gemm_loop"]["ratio"] == pytest.approx(1.0)
     assert rates["gemm_loop"]["before_flops"] == 10 * 2 * 768**3
+
+
+def test_no_efficiency_leaves_the_figures_out(planted: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "ncompass", "summarize", str(planted), "--json"]
+    done = subprocess.run(
+        [*command, "--no-efficiency"], capture_output=True, text=True, env=env, check=True
+    )
+    structured = json.loads(done.stdout)["structured"]
+    assert "device" not in structured
+    assert all("efficiency" not in row for row in structured["markers"])
