@@ -302,7 +302,8 @@ def start_profiler() -> None:
 
     path = claim_trace_path(Path(state.settings["traces"]), str(state.pid))
     options = state.settings.get("profiler_options") or {}
-    profiler = make_profiler("torch", path, **options)
+    # the run's own profiler: a kind whose every process writes its own trace (torch)
+    profiler = make_profiler(state.settings["profiler"], path, **options)
     try:
         from ncompass.capture.termination import stops_go_to_the_main_thread
 

@@ -281,6 +281,7 @@ class ProcessWindows:
         self.pid: int = state.pid
         self.folder = Path(state.folder)
         self.traces = Path(settings["traces"])
+        self._profiler: str = state.settings["profiler"]  # the run's: each window a profiler
         self._profiler_options: dict[str, Any] = dict(state.settings.get("profiler_options") or {})
         kind = state.settings.get("kind") or {}
         self._nvtx = not kind.get("per_process_traces")  # a window is the recorder's gate
@@ -390,7 +391,7 @@ class ProcessWindows:
             return NvtxWindowRange(window_range_name(run_number), run_number)
         path = claim_trace_path(self.traces, f"{self.pid}-w{run_number}")
         self._claimed.append(path)
-        return make_profiler("torch", path, **self._profiler_options)
+        return make_profiler(self._profiler, path, **self._profiler_options)
 
 
 class _Counting:
