@@ -61,7 +61,7 @@ def test_torchrun_on_path_runs_its_ranks_under_the_spec(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     trace = json.loads((tmp_path / "out" / "t.json").read_text())
     roles = [process["role"] for process in trace["ncompass_processes"]]
-    assert roles[1:] == ["rank 0", "rank 1"], roles
+    assert sorted(roles[1:]) == ["rank 0", "rank 1"], roles  # in the order they started
     steps = [event for event in trace["traceEvents"] if event.get("name") == "train.step"]
     assert len(steps) == 6  # 3 per rank
 
